@@ -1,0 +1,136 @@
+// streampool: the backend contract.
+//
+// A backend is one kind of device (the CPU as a device, CUDA, OpenCL, Level Zero) seen through
+// nine operations. Everything above it (timelines, the pool, arrays) is written once, against
+// this header only.
+//
+// Glossary
+//   queue    an in-order queue of device work (a CUDA stream, a host worker thread, an OpenCL
+//            in-order queue, a Level Zero immediate command list). Created and destroyed only by
+//            a `stream` (see stream.hpp); nothing else ever holds one.
+//   marker   a point recorded in a queue (a CUDA event, an OpenCL/Level Zero event). It is
+//            complete once all work submitted to its queue before it has finished. A marker is
+//            independent of its queue: it may be queried, waited on and destroyed after its queue
+//            was destroyed. This is what lets tokens outlive streams (see timeline.hpp).
+//   command  a unit of device work: copy, fill, or one of the fixed kernels in kernel.hpp.
+//
+// Pre- and postconditions, for every implementation:
+//   allocate(bytes)            bytes > 0 and a multiple of caps().granularity. Returns memory aligned
+//                              to caps().granularity, or nullptr when the device is out of memory
+//                              (never throws for OOM; throws backend_error for other failures).
+//   deallocate(p, bytes)       p came from allocate(bytes) and no queued work still uses it.
+//   create_queue()             returns a new queue; never nullptr.
+//   destroy_queue(q)           all work submitted to q has completed (the caller host-waited on a
+//                              marker recorded last). Afterwards q is never passed again.
+//   submit(q, cmd)             enqueues cmd after everything already in q and returns without
+//                              waiting for it. Host memory named by cmd (an upload's source) may be
+//                              reused by the caller as soon as submit returns: the backend stages or
+//                              synchronises. May be called concurrently for different queues and for
+//                              the same queue.
+//   record(q)                  returns a new marker after everything already in q.
+//   query(m)                   true once m is complete. Never blocks. Thread-safe.
+//   wait_host(m)               blocks the calling thread until m is complete.
+//   wait_device(q, m)          makes work submitted to q after this call wait until m is complete,
+//                              without blocking the host. m may belong to a queue that has since been
+//                              destroyed. A backend without device-side waits sets
+//                              caps().device_wait = false and implements this as wait_host(m).
+//   release_marker(m)          m is never used again. Called at most once per marker.
+//
+// Backends do not throw from deallocate, destroy_queue or release_marker (they run in
+// destructors and finalisers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "streampool/error.hpp"
+#include "streampool/kernel.hpp"
+
+namespace streampool {
+
+/// Opaque native handles. A backend decides what they point to.
+using native_queue = void*;
+using native_marker = void*;
+
+/// What a backend can do; read by the pool and the array layer instead of #ifdefs.
+struct backend_caps {
+  bool device_wait = true;        ///< wait_device enqueues a device-side wait (no host block)
+  bool host_accessible = false;   ///< device memory may be dereferenced by the host
+  std::size_t granularity = 2u << 20;  ///< allocate() sizes and alignment (2 MiB on an H200)
+  std::size_t total_memory = 0;   ///< device memory in bytes (0 when unknown)
+};
+
+/// A copy between two places, either of which may be host memory.
+struct copy_command {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+  bool src_is_host;  ///< src is ordinary (pageable) host memory: stage it before submit returns
+  bool dst_is_host;  ///< dst is ordinary host memory: the caller will wait before reading it
+};
+
+/// Fills `count` elements of `element_size` bytes (1, 2, 4 or 8) with `pattern`.
+struct fill_command {
+  void* dst;
+  std::uint64_t pattern;
+  std::size_t element_size;
+  std::size_t count;
+};
+
+enum class command_kind : std::uint8_t { copy, fill, kernel };
+
+/// One unit of device work.
+struct command {
+  command_kind kind;
+  union {
+    copy_command copy;
+    fill_command fill;
+    kernel_command kernel;
+  };
+  static command make(const copy_command& c) { command r{command_kind::copy, {}}; r.copy = c; return r; }
+  static command make(const fill_command& f) { command r{command_kind::copy, {}}; r.kind = command_kind::fill; r.fill = f; return r; }
+  static command make(const kernel_command& k) { command r{command_kind::copy, {}}; r.kind = command_kind::kernel; r.kernel = k; return r; }
+};
+
+/// The backend contract. Public non-virtual functions check their arguments, then call the
+/// private virtuals (NVI), so every backend gets the same checks and messages.
+class STREAMPOOL_EXPORT backend {
+ public:
+  backend(std::string name, backend_caps caps) : name_(std::move(name)), caps_(caps) {}
+  backend(const backend&) = delete;
+  backend& operator=(const backend&) = delete;
+  virtual ~backend() = default;
+
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] const backend_caps& caps() const noexcept { return caps_; }
+
+  [[nodiscard]] void* allocate(std::size_t bytes);
+  void deallocate(void* p, std::size_t bytes) noexcept { do_deallocate(p, bytes); }
+  [[nodiscard]] native_queue create_queue() { return do_create_queue(); }
+  void destroy_queue(native_queue q) noexcept { do_destroy_queue(q); }
+  void submit(native_queue q, const command& c) { do_submit(q, c); }
+  [[nodiscard]] native_marker record(native_queue q) { return do_record(q); }
+  [[nodiscard]] bool query(native_marker m) { return do_query(m); }
+  void wait_host(native_marker m) { do_wait_host(m); }
+  void wait_device(native_queue q, native_marker m) { do_wait_device(q, m); }
+  void release_marker(native_marker m) noexcept { do_release_marker(m); }
+
+ private:
+  virtual void* do_allocate(std::size_t bytes) = 0;
+  virtual void do_deallocate(void* p, std::size_t bytes) noexcept = 0;
+  virtual native_queue do_create_queue() = 0;
+  virtual void do_destroy_queue(native_queue q) noexcept = 0;
+  virtual void do_submit(native_queue q, const command& c) = 0;
+  virtual native_marker do_record(native_queue q) = 0;
+  virtual bool do_query(native_marker m) = 0;
+  virtual void do_wait_host(native_marker m) = 0;
+  virtual void do_wait_device(native_queue q, native_marker m) = 0;
+  virtual void do_release_marker(native_marker m) noexcept = 0;
+
+  std::string name_;
+  backend_caps caps_;
+};
+
+}  // namespace streampool

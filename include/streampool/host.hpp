@@ -1,0 +1,44 @@
+// streampool: the host backend, the CPU as a device.
+//
+// Each queue is a worker thread that runs its commands in order, asynchronously to the caller.
+// Markers are shared completion flags; a device-side wait is a command that blocks the waiting
+// queue's worker (not the host thread that enqueued it).
+//
+// Checking mode (on in tests) is a happens-before race detector at 256-byte granularity: every
+// command declares what it reads and writes; each queue carries a vector clock, markers carry
+// the clock of their queue, device-side waits merge them, host waits publish completion. When a
+// command touches memory whose previous user (on another queue) it is not ordered after, the
+// detector records a violation: exactly the failure of reusing a block before its stream was
+// ordered after the earlier user. Delay injection sleeps a random time before each command so
+// that such races actually overlap.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "streampool/backend.hpp"
+
+namespace streampool {
+
+struct host_options {
+  bool checking = false;            ///< race detector + poisoning of released segments
+  unsigned max_delay_us = 0;        ///< random delay before each command, 0 = none
+  std::uint64_t seed = 1;           ///< delay injection seed
+  std::size_t total_memory = 0;     ///< reported device size (for percentage limits); 0 = RAM
+  std::size_t granularity = 64u << 10;  ///< upstream allocation granularity
+  bool device_wait = true;          ///< false: behave like a backend without device-side waits
+};
+
+/// A new host backend.
+[[nodiscard]] STREAMPOOL_EXPORT std::shared_ptr<backend> make_host_backend(host_options o = {});
+
+/// Violations the checking mode has seen on `b` (a host backend), oldest first. Each names the
+/// address, the queues and their clocks.
+[[nodiscard]] STREAMPOOL_EXPORT std::vector<std::string> host_violations(backend& b);
+/// Upstream bytes currently allocated by the host backend `b` (for leak checks).
+[[nodiscard]] STREAMPOOL_EXPORT std::size_t host_allocated_bytes(backend& b);
+
+}  // namespace streampool

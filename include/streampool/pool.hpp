@@ -1,0 +1,139 @@
+// streampool: the stream-ordered sub-allocating pool.
+//
+// Glossary
+//   upstream      the backend's raw allocate/deallocate. Reserved memory is what the pool holds
+//                 from it.
+//   segment       one upstream allocation. A slab is a segment cut into equal chunks of one size
+//                 class (small requests); a large segment is split into blocks and coalesced again.
+//   chunk/block   what allocate() returns: a chunk of a slab (<= small_max bytes) or a block of a
+//                 large segment.
+//   stream cache  per (stream, pool): chunks freed on that stream, reusable on it with no wait. The
+//                 fast path touches only this, under the cache's own lock: no global lock.
+//   shared lists  per size class, and the large free list: memory freed without a live stream (by a
+//                 finaliser, with tokens), handed back by a destroyed stream, or overflowing a
+//                 stream cache. Each entry carries the tokens it must wait for.
+//   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both plus
+//                 slab slack.
+//
+// The stream-ordering contract, in full:
+//   * allocate(s, n) returns memory that work submitted to s after the call may use at once. If
+//     the memory was last used by other streams whose work may still be running, the pool has
+//     already made s wait for that work on the device (or, on a backend without device waits,
+//     on the host). Same-stream reuse costs nothing.
+//   * deallocate(s, p) returns p to the pool once the work submitted to s so far has finished;
+//     it does not wait for it. Work on other streams that used p must be declared with
+//     record_use() (or deallocate with tokens), else it is the caller's race.
+//   * deallocate(p, uses) frees p after the given tokens, needing no live stream: the form for
+//     finalisers and for arrays whose streams are gone.
+//   * No free ever blocks, calls user code, or needs the stream that last used the memory to
+//     still exist.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "streampool/device.hpp"
+#include "streampool/stream.hpp"
+#include "streampool/timeline.hpp"
+
+namespace streampool {
+
+struct pool_options {
+  /// Upper bound on reserved bytes. 0 = take STREAMPOOL_MEMORY_LIMIT from the environment
+  /// (bytes, with optional K/M/G suffix, or a percentage of the device like "80%"), else none.
+  std::size_t memory_limit = 0;
+  /// Requests up to this size are sub-allocated from slabs by size class.
+  std::size_t small_max = std::size_t{1} << 20;
+  /// A stream cache keeps at most this many bytes per size class before spilling to the shared
+  /// lists (so one stream cannot hoard memory another stream needs).
+  std::size_t stream_cache_bytes = std::size_t{8} << 20;
+  /// Checking: fill freed memory with 0xDB on the freeing stream (stream-ordered), so stale reads
+  /// and unordered reuse show up in the data too.
+  bool poison_on_free = false;
+};
+
+struct stream_statistics {
+  std::uint64_t timeline_id = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t deallocations = 0;
+  std::size_t cached_bytes = 0;  ///< held in this stream's cache
+};
+
+struct pool_statistics {
+  std::size_t live_bytes = 0;       ///< handed out now (block sizes, i.e. after rounding)
+  std::size_t requested_bytes = 0;  ///< handed out now, as requested
+  std::size_t cached_bytes = 0;     ///< free in stream caches and shared lists
+  std::size_t reserved_bytes = 0;   ///< held from the upstream
+  std::size_t peak_live_bytes = 0;
+  std::size_t peak_reserved_bytes = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t deallocations = 0;
+  std::uint64_t same_stream_reuses = 0;   ///< from a stream cache: no wait by construction
+  std::uint64_t ready_reuses = 0;         ///< from shared lists, every token already complete
+  std::uint64_t device_waits = 0;         ///< cross-stream reuses that enqueued a device wait
+  std::uint64_t host_waits = 0;           ///< waits on the host (backends without device waits)
+  std::uint64_t upstream_allocations = 0;
+  std::uint64_t upstream_deallocations = 0;
+  std::uint64_t reclaim_calls = 0;
+  std::size_t memory_limit = 0;  ///< 0 = none
+  std::vector<stream_statistics> streams;
+};
+
+/// A shared handle to one pool. Copies refer to the same pool; the pool lives while any handle,
+/// array or live allocation made through an array needs it.
+class STREAMPOOL_EXPORT pool {
+ public:
+  explicit pool(const device& d, pool_options options = {});
+
+  /// @brief Stream-ordered allocation (see the contract above).
+  /// @param s      the stream that will use the memory first
+  /// @param bytes  > 0; rounded up to 256 B or the size class
+  /// @throws out_of_memory after trimming and reclaiming; logic_error for bytes == 0, overflow,
+  ///         or a stream of another device
+  [[nodiscard]] void* allocate(stream_ref s, std::size_t bytes);
+  /// @brief Stream-ordered free (see the contract above). Never blocks.
+  /// @throws logic_error for a pointer the pool did not hand out, or one already freed; the pool
+  ///         is unchanged
+  void deallocate(stream_ref s, void* p);
+  /// @brief Frees p once every token in `uses` is complete. Needs no live stream.
+  void deallocate(void* p, std::span<const token> uses);
+  /// @brief Declares that work on another stream (up to `use`) touched p; a later deallocate
+  ///        waits for it too.
+  void record_use(void* p, const token& use);
+  /// The usable size of the block at p (>= the requested size).
+  [[nodiscard]] std::size_t block_size(const void* p) const;
+  /// True when p is a live allocation of this pool.
+  [[nodiscard]] bool owns(const void* p) const noexcept;
+
+  /// Releases cached memory whose pending work is complete back to the upstream. Returns bytes
+  /// released. Never blocks on the device.
+  std::size_t trim();
+  void set_memory_limit(std::size_t bytes);  ///< 0 = none
+  [[nodiscard]] std::size_t memory_limit() const noexcept;
+  /// Registers a hook called (without pool locks held) when an allocation would fail; it may
+  /// free memory (a garbage collector). Returns an id for remove_reclaim_hook.
+  std::uint64_t add_reclaim_hook(std::function<void(std::size_t bytes_needed)> hook);
+  void remove_reclaim_hook(std::uint64_t id);
+
+  [[nodiscard]] pool_statistics statistics() const;
+  [[nodiscard]] const device& get_device() const noexcept;
+  [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept {
+    return state_;
+  }
+  explicit pool(std::shared_ptr<detail::pool_state> s) : state_(std::move(s)) {}
+  friend bool operator==(const pool& a, const pool& b) noexcept { return a.state_ == b.state_; }
+
+ private:
+  std::shared_ptr<detail::pool_state> state_;
+};
+
+/// Parses a memory limit: "123", "64M", "2G", "1.5G", "80%" (of `device_total`). Throws
+/// logic_error naming the text for anything else.
+[[nodiscard]] STREAMPOOL_EXPORT std::size_t parse_memory_limit(const char* text,
+                                                              std::size_t device_total);
+
+}  // namespace streampool

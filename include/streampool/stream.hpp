@@ -1,0 +1,94 @@
+// streampool: streams.
+//
+// Glossary
+//   stream          an owning handle of one in-order queue on a device, and of the queue's timeline.
+//                   Move-only. Destroying it waits for its submitted work, retires the timeline and
+//                   destroys the queue; tokens taken on it stay valid (they are complete).
+//   stream_ref      a non-owning view of a stream, passed by value. Valid while the stream lives.
+//   default stream  one per (thread, device), created on first use and destroyed when its thread
+//                   exits: the C++ form of the task-local streams of the origin report.
+//   current stream  what array operations use: the innermost stream_scope on this thread for the
+//                   device, else the thread's default stream.
+#pragma once
+
+#include <memory>
+
+#include "streampool/device.hpp"
+#include "streampool/timeline.hpp"
+
+namespace streampool {
+
+class stream_ref;
+
+class STREAMPOOL_EXPORT stream {
+ public:
+  /// A new stream with its own queue on `d`.
+  explicit stream(const device& d);
+  /// Wraps a queue created elsewhere (a user's CUDA stream). streampool never destroys it; the
+  /// wrapper's destruction only waits for work submitted so far and retires the timeline.
+  static stream wrap(const device& d, native_queue foreign);
+
+  stream(stream&&) noexcept = default;
+  stream& operator=(stream&&) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream();
+
+  [[nodiscard]] stream_ref ref() const noexcept;
+  operator stream_ref() const noexcept;  // NOLINT(google-explicit-constructor): like a view
+  /// Blocks until all work submitted so far has completed.
+  void synchronize() const;
+  [[nodiscard]] const std::shared_ptr<timeline>& get_timeline() const noexcept;
+  [[nodiscard]] const device& get_device() const noexcept;
+
+  struct impl;
+
+ private:
+  explicit stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+  std::unique_ptr<impl> impl_;
+};
+
+class STREAMPOOL_EXPORT stream_ref {
+ public:
+  explicit stream_ref(const stream::impl* i) noexcept : impl_(i) {}
+  stream_ref(int) = delete;             // NOLINT: closes off stream_ref(0)
+  stream_ref(std::nullptr_t) = delete;  // NOLINT
+
+  [[nodiscard]] const device& get_device() const noexcept;
+  [[nodiscard]] timeline& get_timeline() const noexcept;
+  [[nodiscard]] const std::shared_ptr<timeline>& timeline_ptr() const noexcept;
+  [[nodiscard]] native_queue native() const noexcept;
+  /// A token covering all work submitted to the stream so far.
+  [[nodiscard]] token now() const;
+  /// Enqueues a command.
+  void submit(const command& c) const;
+  /// Orders this stream after `t` (device-side wait where the backend can). No-op when t is
+  /// ready for this stream.
+  void wait(const token& t) const;
+  void synchronize() const;
+
+  friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.impl_ == b.impl_; }
+
+ private:
+  const stream::impl* impl_;
+};
+
+/// The calling thread's current stream on `d` (see glossary).
+[[nodiscard]] STREAMPOOL_EXPORT stream_ref current_stream(const device& d);
+/// The calling thread's default stream on `d`, created on first use.
+[[nodiscard]] STREAMPOOL_EXPORT stream_ref default_stream(const device& d);
+
+/// Makes `s` the current stream of its device on this thread until the scope ends. Nests.
+class STREAMPOOL_EXPORT stream_scope {
+ public:
+  explicit stream_scope(stream_ref s);
+  stream_scope(const stream_scope&) = delete;
+  stream_scope& operator=(const stream_scope&) = delete;
+  ~stream_scope();
+
+ private:
+  const stream::impl* previous_;
+  std::uint64_t device_id_;
+};
+
+}  // namespace streampool

@@ -1,0 +1,131 @@
+// streampool: timelines and tokens, the ordering model (docs/design.md, "The model").
+//
+// Glossary
+//   timeline  the long-lived record of one stream's progress: a counter of points and the markers
+//             recorded for some of them. It outlives its stream; tokens keep it alive, never the
+//             stream. While the stream lives the timeline may record markers on the stream's queue;
+//             when the stream is destroyed the timeline is *retired*: its last work has completed,
+//             every point counts as complete, and it drops the queue. A retired timeline holds no
+//             backend queue, so waiting for a destroyed queue cannot be expressed.
+//   point     a position on a timeline. Point p is complete once all work submitted to the stream
+//             before p was taken has finished. `completed()` only grows.
+//   token     (timeline, point): what a piece of memory has to wait for before reuse. Small,
+//             copyable, meaningful forever.
+//
+// How points work: `current()` returns the point that covers all work submitted so far (the
+// epoch). Taking a point is one relaxed load; nothing is recorded on the device. A marker is
+// recorded lazily, only when someone on another stream must wait for a point that is not yet
+// known complete (marker_for). This keeps free() at a few nanoseconds.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "streampool/backend.hpp"
+
+namespace streampool {
+
+namespace detail {
+class stream_cache;
+class pool_state;
+}  // namespace detail
+
+/// A recorded backend marker with shared ownership; released when the last owner drops it.
+class STREAMPOOL_EXPORT marker {
+ public:
+  marker(std::shared_ptr<backend> b, native_marker m) : backend_(std::move(b)), native_(m) {}
+  marker(const marker&) = delete;
+  marker& operator=(const marker&) = delete;
+  ~marker() { backend_->release_marker(native_); }
+  [[nodiscard]] native_marker native() const noexcept { return native_; }
+  [[nodiscard]] bool query() const { return backend_->query(native_); }
+  void wait_host() const { backend_->wait_host(native_); }
+
+ private:
+  std::shared_ptr<backend> backend_;
+  native_marker native_;
+};
+
+class STREAMPOOL_EXPORT timeline {
+ public:
+  using point = std::uint64_t;
+  /// The value of completed() once the timeline is retired: every point is complete.
+  static constexpr point retired_point = ~point{0};
+
+  timeline(std::shared_ptr<backend> b, native_queue q);
+  timeline(const timeline&) = delete;
+  timeline& operator=(const timeline&) = delete;
+  ~timeline();
+
+  /// Unique, never reused: identifies the timeline in statistics and messages.
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
+  [[nodiscard]] const std::shared_ptr<backend>& get_backend() const noexcept { return backend_; }
+
+  /// The point covering all work submitted so far (cheap: one load).
+  [[nodiscard]] point current() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  /// Every point <= completed() is complete.
+  [[nodiscard]] point completed() const noexcept {
+    return completed_.load(std::memory_order_acquire);
+  }
+  [[nodiscard]] bool retired() const noexcept { return completed() == retired_point; }
+
+  /// True when p is known complete; queries pending markers (never blocks, never records).
+  [[nodiscard]] bool poll(point p);
+  /// A marker whose completion implies p's, recording one on the queue if none exists yet.
+  /// nullptr when p is already complete (in particular on a retired timeline).
+  [[nodiscard]] std::shared_ptr<marker> marker_for(point p);
+  /// Blocks the calling thread until p is complete.
+  void wait_host(point p);
+  /// Makes `waiter` (a live queue of the same backend) wait on the device until p is complete.
+  /// Returns false when no wait was needed.
+  bool wait_device(native_queue waiter, point p);
+
+  /// Called once by the owning stream: waits for all submitted work, then drops the queue and
+  /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
+  native_queue retire();
+
+  /// Used by stream: submit under the timeline's rules (advances nothing; the epoch advances
+  /// only when a marker is recorded).
+  [[nodiscard]] native_queue queue_for_submit() const noexcept { return queue_; }
+
+  /// The per-pool cache of blocks freed on this timeline (created on first use). Lock-free
+  /// lookup for the first pool used with this timeline.
+  [[nodiscard]] detail::stream_cache* cache_for(detail::pool_state& pool);
+
+ private:
+  std::shared_ptr<marker> record_locked();
+  void advance_locked();
+
+  const std::uint64_t id_;
+  const std::shared_ptr<backend> backend_;
+  // The queue, until retire(). Written only under mu_ by retire(); read by the owning stream's
+  // submissions (which never race with retire(): the stream is being destroyed) and under mu_.
+  native_queue queue_;
+  std::atomic<point> epoch_{1};
+  std::atomic<point> completed_{0};
+
+  std::mutex mu_;  // guards pending_, queue_ (writes) and caches_
+  std::deque<std::pair<point, std::shared_ptr<marker>>> pending_;  // ascending points
+
+  // Per-pool caches. The first is published through an atomic for a lock-free fast path.
+  std::atomic<detail::stream_cache*> first_cache_{nullptr};
+  std::atomic<std::uint64_t> first_cache_pool_{0};
+  std::vector<std::shared_ptr<detail::stream_cache>> caches_;  // guarded by mu_
+};
+
+/// What a piece of memory must wait for: a point on a timeline.
+struct token {
+  std::shared_ptr<timeline> line;
+  timeline::point at = 0;
+
+  /// True when reuse on `on` needs no wait: same timeline (in-order queue) or already complete.
+  [[nodiscard]] bool ready_for(const timeline* on) const {
+    return !line || line.get() == on || line->completed() >= at || line->poll(at);
+  }
+};
+
+}  // namespace streampool
