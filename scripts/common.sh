@@ -1,0 +1,56 @@
+# shellcheck shell=bash disable=SC2034
+# Shared by the scripts in this folder; sourced, not run.
+#
+# ensure_packages PKG...   installs, with apt-get, those of PKG that dpkg says are not installed
+#                          (nothing is touched when all are present). Needs root or sudo.
+# section TITLE            prints a visible header line with the elapsed time.
+
+SP_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SP_START_SECONDS=${SECONDS}
+SP_JOBS="$(nproc)"
+
+section() {
+  printf '\n==== [%4ss] %s\n' "$((SECONDS - SP_START_SECONDS))" "$*"
+}
+
+ensure_packages() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    if ! dpkg -s "${pkg}" 2>/dev/null | grep -q '^Status: install ok installed'; then
+      missing+=("${pkg}")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "packages: all present ($*)"
+    return 0
+  fi
+  echo "packages: installing ${missing[*]}"
+  local sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then
+      sudo=(sudo)
+    else
+      echo "error: missing packages ${missing[*]} and not root (no sudo)" >&2
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# The packages every build needs: compiler, build tools, GoogleTest, Google Benchmark.
+SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3)
+# Sanitizer runtimes for g++ (normally pulled in by g++ already; listed so a trimmed image works).
+SP_SANITIZER_PACKAGES=(libasan8 libubsan1 libtsan2)
+
+# Runs "$@" with address-space randomisation off when the kernel allows it. ThreadSanitizer and
+# AddressSanitizer runtimes of this toolchain can fail to map their shadow memory on kernels with
+# high mmap randomisation (vm.mmap_rnd_bits > 28); without ASLR they always can.
+without_aslr() {
+  if setarch "$(uname -m)" -R true 2>/dev/null; then
+    setarch "$(uname -m)" -R "$@"
+  else
+    "$@"
+  fi
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Lint: clang-format (check or fix) and clang-tidy over the sources.
+#
+#   bash scripts/lint.sh                 format check + clang-tidy
+#   bash scripts/lint.sh --format        clang-format --dry-run -Werror only
+#   bash scripts/lint.sh --fix-format    clang-format -i (rewrites files)
+#   bash scripts/lint.sh --tidy [BUILD]  clang-tidy on src/ with BUILD/compile_commands.json
+#                                        (default build/release, configured if missing)
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "${SP_ROOT}"
+
+mode=${1:-all}
+build_dir=${2:-build/release}
+
+find_tool() {
+  local t
+  for t in "$@"; do
+    if command -v "${t}" >/dev/null; then
+      echo "${t}"
+      return 0
+    fi
+  done
+  echo "error: none of $* found (apt-get install clang-format clang-tidy)" >&2
+  return 1
+}
+
+format_files() {
+  git ls-files -- 'src/*' 'include/*' 'tests/*' 'bench/*' 'examples/*' |
+    grep -E '\.(c|h|cpp|hpp|cu|cuh)$' || true
+}
+
+do_format() {
+  local fmt
+  fmt=$(find_tool clang-format clang-format-14)
+  mapfile -t files < <(format_files)
+  ((${#files[@]})) || { echo "format: no files"; return 0; }
+  if [[ $1 == fix ]]; then
+    "${fmt}" -i "${files[@]}"
+  else
+    "${fmt}" --dry-run -Werror "${files[@]}"
+    echo "format: ${#files[@]} files clean"
+  fi
+}
+
+do_tidy() {
+  local tidy
+  tidy=$(find_tool clang-tidy clang-tidy-14)
+  if [[ ! -f ${build_dir}/compile_commands.json ]]; then
+    cmake --preset release
+    build_dir=build/release
+  fi
+  mapfile -t files < <(git ls-files -- 'src/*.cpp')
+  ((${#files[@]})) || { echo "tidy: no files"; return 0; }
+  printf '%s\n' "${files[@]}" | xargs -P "${SP_JOBS}" -n 1 "${tidy}" -p "${build_dir}" --quiet
+}
+
+case ${mode} in
+  all) do_format check; do_tidy ;;
+  --format) do_format check ;;
+  --fix-format) do_format fix ;;
+  --tidy) do_tidy ;;
+  *) echo "usage: $0 [--format|--fix-format|--tidy [build-dir]]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The main job: build the release preset, run the demo and the benchmarks.
+#
+#   bash scripts/run-main.sh
+#
+# Environment:
+#   STREAMPOOL_BENCH_FILTER    regex passed as --benchmark_filter (default: all benchmarks).
+#                              A filter that matches nothing in some program is not an error.
+#   STREAMPOOL_BENCH_MIN_TIME  seconds per benchmark (default 0.05: a smoke run, not a measurement;
+#                              use 0.5 or more for numbers you report).
+# A build failure, a failing demo or a crashing benchmark fails the script.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "${SP_ROOT}"
+
+section "packages"
+ensure_packages "${SP_BASE_PACKAGES[@]}"
+
+section "configure (release preset)"
+cmake --preset release
+section "build (release preset, -j${SP_JOBS})"
+cmake --build --preset release -j "${SP_JOBS}"
+
+demo=build/release/examples/streampool_demo
+if [[ -x ${demo} ]]; then
+  section "demo: ${demo}"
+  "${demo}"
+else
+  section "demo: ${demo} not built yet (examples/streampool_demo.cpp missing), skipped"
+fi
+
+filter=${STREAMPOOL_BENCH_FILTER:-.}
+min_time=${STREAMPOOL_BENCH_MIN_TIME:-0.05}
+mapfile -t benches < <(find build/release/bench -maxdepth 1 -type f -executable 2>/dev/null | sort)
+if ((${#benches[@]} == 0)); then
+  section "benchmarks: none built yet (bench/*.cpp missing), skipped"
+fi
+for bench in "${benches[@]}"; do
+  section "benchmark: ${bench} (filter '${filter}', min time ${min_time}s)"
+  log=$(mktemp)
+  set +e
+  "${bench}" --benchmark_filter="${filter}" --benchmark_min_time="${min_time}" 2>&1 | tee "${log}"
+  rc=${PIPESTATUS[0]}
+  set -e
+  if ((rc != 0)); then
+    if grep -q 'Failed to match any benchmarks' "${log}"; then
+      echo "(no benchmark in ${bench} matches '${filter}')"
+    else
+      rm -f "${log}"
+      echo "error: ${bench} failed with exit status ${rc}" >&2
+      exit "${rc}"
+    fi
+  fi
+  rm -f "${log}"
+done
+
+section "done"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds and tests streampool: the release preset, then ASan+UBSan, then TSan.
+#
+#   bash scripts/run-tests.sh
+#
+# Environment:
+#   STREAMPOOL_QUICK=1        release preset only (skip the sanitizer builds), for local use.
+#   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release asan tsan debug).
+# Every preset runs even when an earlier one failed; the exit status is non-zero when any
+# configure, build or test step failed. CTest's summary of every preset is repeated at the end.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "${SP_ROOT}"
+
+if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
+  read -r -a presets <<<"${STREAMPOOL_PRESETS}"
+elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
+  presets=(release)
+else
+  presets=(release asan tsan)
+fi
+
+section "packages"
+packages=("${SP_BASE_PACKAGES[@]}")
+for p in "${presets[@]}"; do
+  if [[ ${p} == asan || ${p} == tsan ]]; then
+    packages+=("${SP_SANITIZER_PACKAGES[@]}")
+    break
+  fi
+done
+ensure_packages "${packages[@]}"
+echo "CI=${CI:-} presets: ${presets[*]} jobs: ${SP_JOBS}"
+c++ --version | head -n1
+cmake --version | head -n1
+
+failed=()
+summaries=()
+
+run_preset() {
+  local preset=$1 rc
+  local log="build/${preset}/ctest.log"
+  section "${preset}: configure"
+  cmake --preset "${preset}" || return 1
+  section "${preset}: build (-j${SP_JOBS})"
+  cmake --build --preset "${preset}" -j "${SP_JOBS}" || return 1
+  section "${preset}: test"
+  local runner=()
+  if [[ ${preset} == asan || ${preset} == tsan ]]; then
+    runner=(without_aslr)
+  fi
+  set +e
+  "${runner[@]}" ctest --preset "${preset}" -j "${SP_JOBS}" 2>&1 | tee "${log}"
+  rc=${PIPESTATUS[0]}
+  set -e
+  # CTest's summary: from "N% tests passed" to the end (failed tests, total time).
+  summaries+=("---- ${preset}" "$(sed -n '/tests passed,/,$p' "${log}")")
+  return "${rc}"
+}
+
+for preset in "${presets[@]}"; do
+  if ! run_preset "${preset}"; then
+    failed+=("${preset}")
+    section "${preset}: FAILED"
+  fi
+done
+
+section "summary"
+if ((${#summaries[@]})); then
+  printf '%s\n' "${summaries[@]}"
+fi
+if ((${#failed[@]})); then
+  echo "FAILED presets: ${failed[*]}"
+  exit 1
+fi
+echo "all presets passed: ${presets[*]}"
