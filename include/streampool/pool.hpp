@@ -65,17 +65,18 @@ struct stream_statistics {
 
 struct pool_statistics {
   std::size_t live_bytes = 0;       ///< handed out now (block sizes, i.e. after rounding)
-  std::size_t requested_bytes = 0;  ///< handed out now, as requested
   std::size_t cached_bytes = 0;     ///< free in stream caches and shared lists
   std::size_t reserved_bytes = 0;   ///< held from the upstream
   std::size_t peak_live_bytes = 0;
   std::size_t peak_reserved_bytes = 0;
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
-  std::uint64_t same_stream_reuses = 0;   ///< from a stream cache: no wait by construction
-  std::uint64_t ready_reuses = 0;         ///< from shared lists, every token already complete
-  std::uint64_t device_waits = 0;         ///< cross-stream reuses that enqueued a device wait
-  std::uint64_t host_waits = 0;           ///< waits on the host (backends without device waits)
+  std::uint64_t fresh_allocations = 0;    ///< memory never handed out before
+  std::uint64_t same_stream_reuses = 0;   ///< from the stream's own cache: no wait by construction
+  std::uint64_t ready_reuses = 0;         ///< freed elsewhere, every token already complete
+  std::uint64_t waited_reuses = 0;        ///< freed elsewhere, work pending: the stream was made wait
+  std::uint64_t device_waits = 0;         ///< device-side waits enqueued for those
+  std::uint64_t host_waits = 0;           ///< host waits (backends without device-side waits)
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
   std::uint64_t reclaim_calls = 0;
@@ -120,7 +121,8 @@ class STREAMPOOL_EXPORT pool {
   void remove_reclaim_hook(std::uint64_t id);
 
   [[nodiscard]] pool_statistics statistics() const;
-  [[nodiscard]] const device& get_device() const noexcept;
+  /// @throws logic_error when the device was destroyed (the pool outlived it through arrays)
+  [[nodiscard]] device get_device() const;
   [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept {
     return state_;
   }

@@ -28,7 +28,7 @@ class STREAMPOOL_EXPORT stream {
   /// wrapper's destruction only waits for work submitted so far and retires the timeline.
   static stream wrap(const device& d, native_queue foreign);
 
-  stream(stream&&) noexcept = default;
+  stream(stream&&) noexcept;
   stream& operator=(stream&&) noexcept;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
@@ -44,7 +44,7 @@ class STREAMPOOL_EXPORT stream {
   struct impl;
 
  private:
-  explicit stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+  explicit stream(std::unique_ptr<impl> i);
   std::unique_ptr<impl> impl_;
 };
 
@@ -67,6 +67,7 @@ class STREAMPOOL_EXPORT stream_ref {
   void wait(const token& t) const;
   void synchronize() const;
 
+  [[nodiscard]] const stream::impl* get() const noexcept { return impl_; }
   friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.impl_ == b.impl_; }
 
  private:
@@ -87,7 +88,6 @@ class STREAMPOOL_EXPORT stream_scope {
   ~stream_scope();
 
  private:
-  const stream::impl* previous_;
   std::uint64_t device_id_;
 };
 

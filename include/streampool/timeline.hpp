@@ -50,7 +50,7 @@ class STREAMPOOL_EXPORT marker {
   native_marker native_;
 };
 
-class STREAMPOOL_EXPORT timeline {
+class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline> {
  public:
   using point = std::uint64_t;
   /// The value of completed() once the timeline is retired: every point is complete.

@@ -1,0 +1,308 @@
+// streampool: the host backend (see include/streampool/host.hpp).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <unistd.h>
+
+#include "host_kernels.hpp"
+#include "race_checker.hpp"
+#include "streampool/host.hpp"
+
+namespace streampool {
+namespace {
+
+using detail::vector_clock;
+
+// A marker: completed by the worker of its queue once every earlier command has run.
+struct host_marker {
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t queue = 0;
+  std::uint64_t clock = 0;  // the queue's clock when it completed (checking mode)
+  vector_clock vc;          // the queue's vector clock when it completed (checking mode)
+
+  void complete() {
+    {
+      std::lock_guard lock(mu);
+      done.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+  }
+  void wait() {
+    if (done.load(std::memory_order_acquire)) return;
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done.load(std::memory_order_acquire); });
+  }
+};
+using marker_ptr = std::shared_ptr<host_marker>;
+
+struct task {
+  struct run_command {
+    command cmd;
+    std::vector<std::byte> staged;  // an upload's source, copied at submit time
+  };
+  struct record_marker {
+    marker_ptr m;
+  };
+  struct wait_marker {
+    marker_ptr m;
+  };
+  struct stop {};
+  std::variant<run_command, record_marker, wait_marker, stop> what;
+};
+
+class host_backend;
+
+struct host_queue {
+  std::size_t index = 0;
+  std::mutex mu;  // guards tasks
+  std::condition_variable cv;
+  std::deque<task> tasks;
+  std::thread worker;
+  // Worker-only state:
+  vector_clock vc;
+  std::mt19937_64 rng;
+};
+
+class host_backend final : public backend {
+ public:
+  explicit host_backend(const host_options& o)
+      : backend("host", caps_for(o)), options_(o) {}
+
+  ~host_backend() override = default;
+
+  std::vector<std::string> violations() const { return checker_.violations(); }
+  std::size_t allocated() const { return allocated_.load(); }
+
+ private:
+  static backend_caps caps_for(const host_options& o) {
+    backend_caps c;
+    c.device_wait = o.device_wait;
+    c.host_accessible = true;
+    c.granularity = o.granularity;
+    c.total_memory = o.total_memory;
+    if (c.total_memory == 0) {
+      const long pages = sysconf(_SC_PHYS_PAGES);
+      const long page = sysconf(_SC_PAGE_SIZE);
+      c.total_memory = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) *
+                                                   static_cast<std::size_t>(page)
+                                             : 0;
+    }
+    return c;
+  }
+
+  void* do_allocate(std::size_t bytes) override {
+    // A simulated device size makes out-of-memory reachable in tests without exhausting RAM.
+    if (options_.total_memory != 0) {
+      std::size_t now = allocated_.load();
+      do {
+        if (now + bytes > options_.total_memory) return nullptr;
+      } while (!allocated_.compare_exchange_weak(now, now + bytes));
+    } else {
+      allocated_ += bytes;
+    }
+    void* p = std::aligned_alloc(caps().granularity, bytes);
+    if (p == nullptr) {
+      allocated_ -= bytes;
+      return nullptr;
+    }
+    if (options_.checking) {
+      std::memset(p, 0xCD, bytes);  // "uninitialised" pattern
+      checker_.add_segment(p, bytes);
+    }
+    return p;
+  }
+
+  void do_deallocate(void* p, std::size_t bytes) noexcept override {
+    if (options_.checking) {
+      checker_.remove_segment(p, bytes);
+      std::memset(p, 0xDD, bytes);  // poison: a late reader sees garbage, ASan sees the free
+    }
+    std::free(p);
+    allocated_ -= bytes;
+  }
+
+  native_queue do_create_queue() override {
+    auto* q = new host_queue;
+    q->index = next_queue_.fetch_add(1);
+    q->vc.assign(q->index + 1, 0);
+    q->rng.seed(options_.seed * 0x9E3779B97F4A7C15ull + q->index);
+    q->worker = std::thread([this, q] { run(*q); });
+    return q;
+  }
+
+  void do_destroy_queue(native_queue nq) noexcept override {
+    auto* q = static_cast<host_queue*>(nq);
+    push(*q, task{task::stop{}});
+    q->worker.join();
+    delete q;
+  }
+
+  void do_submit(native_queue nq, const command& c) override {
+    task::run_command rc{c, {}};
+    if (c.kind == command_kind::copy && c.copy.src_is_host) {
+      // Stage the caller's pageable buffer now: it may be reused as soon as we return.
+      const auto* src = static_cast<const std::byte*>(c.copy.src);
+      rc.staged.assign(src, src + c.copy.bytes);
+    }
+    push(*static_cast<host_queue*>(nq), task{std::move(rc)});
+  }
+
+  native_marker do_record(native_queue nq) override {
+    auto m = std::make_shared<host_marker>();
+    push(*static_cast<host_queue*>(nq), task{task::record_marker{m}});
+    return new marker_ptr(std::move(m));
+  }
+
+  bool do_query(native_marker nm) override {
+    const auto& m = *static_cast<marker_ptr*>(nm);
+    if (!m->done.load(std::memory_order_acquire)) return false;
+    if (options_.checking) checker_.observe(m->queue, m->clock);
+    return true;
+  }
+
+  void do_wait_host(native_marker nm) override {
+    const auto& m = *static_cast<marker_ptr*>(nm);
+    m->wait();
+    if (options_.checking) checker_.observe(m->queue, m->clock);
+  }
+
+  void do_wait_device(native_queue nq, native_marker nm) override {
+    const auto& m = *static_cast<marker_ptr*>(nm);
+    if (!caps().device_wait) {
+      do_wait_host(nm);
+      return;
+    }
+    push(*static_cast<host_queue*>(nq), task{task::wait_marker{m}});
+  }
+
+  void do_release_marker(native_marker nm) noexcept override { delete static_cast<marker_ptr*>(nm); }
+
+  static void push(host_queue& q, task t) {
+    {
+      std::lock_guard lock(q.mu);
+      q.tasks.push_back(std::move(t));
+    }
+    q.cv.notify_one();
+  }
+
+  void run(host_queue& q) {
+    for (;;) {
+      task t;
+      {
+        std::unique_lock lock(q.mu);
+        q.cv.wait(lock, [&] { return !q.tasks.empty(); });
+        t = std::move(q.tasks.front());
+        q.tasks.pop_front();
+      }
+      if (std::holds_alternative<task::stop>(t.what)) return;
+      if (auto* w = std::get_if<task::wait_marker>(&t.what)) {
+        w->m->wait();
+        if (options_.checking) detail::merge_into(q.vc, w->m->vc);
+        continue;
+      }
+      if (auto* r = std::get_if<task::record_marker>(&t.what)) {
+        r->m->queue = q.index;
+        r->m->clock = q.vc[q.index];
+        if (options_.checking) r->m->vc = q.vc;
+        r->m->complete();
+        continue;
+      }
+      auto& rc = std::get<task::run_command>(t.what);
+      if (options_.max_delay_us != 0) {
+        // Delay injection: widens the window in which unordered work on two queues overlaps.
+        std::this_thread::sleep_for(std::chrono::microseconds(q.rng() % options_.max_delay_us));
+      }
+      ++q.vc[q.index];
+      if (options_.checking) check(q, rc.cmd);
+      try {
+        execute(rc);
+      } catch (const std::exception& e) {
+        // Nothing can be thrown back to the submitter from here; make it loud and visible.
+        checker_.violation(std::string("command failed on host queue: ") + e.what());
+      }
+    }
+  }
+
+  void check(host_queue& q, const command& c) {
+    switch (c.kind) {
+      case command_kind::copy:
+        checker_.access(q.index, q.vc, c.copy.src, c.copy.bytes, false);
+        checker_.access(q.index, q.vc, c.copy.dst, c.copy.bytes, true);
+        break;
+      case command_kind::fill:
+        checker_.access(q.index, q.vc, c.fill.dst, c.fill.count * c.fill.element_size, true);
+        break;
+      case command_kind::kernel: {
+        const kernel_command& k = c.kernel;
+        const std::size_t bytes = k.n * size_of(k.type);
+        checker_.access(q.index, q.vc, k.in0, bytes, false);
+        if (k.in1 != nullptr) checker_.access(q.index, q.vc, k.in1, bytes, false);
+        const std::size_t out_bytes = k.kind == kernel_kind::reduce ? size_of(k.type) : bytes;
+        checker_.access(q.index, q.vc, k.out, out_bytes, true);
+        break;
+      }
+    }
+  }
+
+  static void execute(task::run_command& rc) {
+    const command& c = rc.cmd;
+    switch (c.kind) {
+      case command_kind::copy:
+        std::memmove(c.copy.dst, c.copy.src_is_host ? rc.staged.data() : c.copy.src, c.copy.bytes);
+        return;
+      case command_kind::fill: {
+        auto* d = static_cast<std::byte*>(c.fill.dst);
+        if (c.fill.element_size == 1) {
+          std::memset(d, static_cast<int>(c.fill.pattern & 0xFF), c.fill.count);
+          return;
+        }
+        for (std::size_t i = 0; i < c.fill.count; ++i)
+          std::memcpy(d + i * c.fill.element_size, &c.fill.pattern, c.fill.element_size);
+        return;
+      }
+      case command_kind::kernel:
+        detail::run_host_kernel(c.kernel);
+        return;
+    }
+  }
+
+  host_options options_;
+  std::atomic<std::size_t> allocated_{0};
+  std::atomic<std::size_t> next_queue_{0};
+  detail::race_checker checker_;
+};
+
+}  // namespace
+
+std::shared_ptr<backend> make_host_backend(host_options o) {
+  STREAMPOOL_EXPECTS(o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
+                     detail::format("host backend: granularity %zu must be a power of two >= 256",
+                                    o.granularity));
+  return std::make_shared<host_backend>(o);
+}
+
+std::vector<std::string> host_violations(backend& b) {
+  auto* h = dynamic_cast<host_backend*>(&b);
+  STREAMPOOL_EXPECTS(h != nullptr, "host_violations: backend '" + b.name() + "' is not a host backend");
+  return h->violations();
+}
+
+std::size_t host_allocated_bytes(backend& b) {
+  auto* h = dynamic_cast<host_backend*>(&b);
+  STREAMPOOL_EXPECTS(h != nullptr,
+                     "host_allocated_bytes: backend '" + b.name() + "' is not a host backend");
+  return h->allocated();
+}
+
+}  // namespace streampool

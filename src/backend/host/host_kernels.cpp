@@ -1,0 +1,129 @@
+#include "host_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+template <class T>
+T scalar_as(const scalar& s) {
+  if constexpr (std::is_same_v<T, float>) return s.f32;
+  if constexpr (std::is_same_v<T, double>) return s.f64;
+  if constexpr (std::is_same_v<T, std::int32_t>) return s.i32;
+  if constexpr (std::is_same_v<T, std::int64_t>) return s.i64;
+  if constexpr (std::is_same_v<T, std::uint32_t>) return s.u32;
+  if constexpr (std::is_same_v<T, std::uint64_t>) return s.u64;
+}
+
+template <class T>
+T apply_binary(op fn, T x, T y) {
+  switch (fn) {
+    case op::add: return static_cast<T>(x + y);
+    case op::sub: return static_cast<T>(x - y);
+    case op::mul: return static_cast<T>(x * y);
+    case op::div:
+      if constexpr (std::is_integral_v<T>) {
+        // Integer division by zero is undefined on the CPU; give 0 like a GPU lane would not
+        // trap either, and keep the host backend free of UB under UBSan.
+        return y == 0 ? T{0} : static_cast<T>(x / y);
+      } else {
+        return x / y;
+      }
+    case op::min: return std::min(x, y);
+    case op::max: return std::max(x, y);
+    default: STREAMPOOL_FAIL(format("op %d is not a binary operation", static_cast<int>(fn)));
+  }
+}
+
+template <class T>
+T apply_unary(op fn, T x) {
+  switch (fn) {
+    case op::identity: return x;
+    case op::negate:
+      if constexpr (std::is_unsigned_v<T>) return static_cast<T>(T{0} - x);
+      else return static_cast<T>(-x);
+    case op::abs:
+      if constexpr (std::is_unsigned_v<T>) return x;
+      else return x < T{0} ? static_cast<T>(-x) : x;
+    case op::sqrt: return static_cast<T>(std::sqrt(static_cast<double>(x)));
+    case op::square: return static_cast<T>(x * x);
+    default: STREAMPOOL_FAIL(format("op %d is not a unary operation", static_cast<int>(fn)));
+  }
+}
+
+template <class T>
+T identity_of(op fn) {
+  switch (fn) {
+    case op::add: return T{0};
+    case op::mul: return T{1};
+    case op::min:
+      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::max();
+    case op::max:
+      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::lowest();
+    default: STREAMPOOL_FAIL(format("op %d cannot be folded (use add, mul, min or max)",
+                                    static_cast<int>(fn)));
+  }
+}
+
+template <class T>
+void run_typed(const kernel_command& k) {
+  const T* in0 = static_cast<const T*>(k.in0);
+  const T* in1 = static_cast<const T*>(k.in1);
+  T* out = static_cast<T*>(k.out);
+  const T a = scalar_as<T>(k.a);
+  switch (k.kind) {
+    case kernel_kind::map_unary:
+      for (std::size_t i = 0; i < k.n; ++i)
+        out[i] = k.has_scalar ? apply_binary(k.fn, in0[i], a) : apply_unary(k.fn, in0[i]);
+      return;
+    case kernel_kind::map_binary:
+      for (std::size_t i = 0; i < k.n; ++i)
+        out[i] = k.fn == op::axpy ? static_cast<T>(a * in0[i] + in1[i])
+                                  : apply_binary(k.fn, in0[i], in1[i]);
+      return;
+    case kernel_kind::reduce: {
+      T acc = identity_of<T>(k.fn);
+      for (std::size_t i = 0; i < k.n; ++i) acc = apply_binary(k.fn, acc, in0[i]);
+      out[0] = acc;
+      return;
+    }
+    case kernel_kind::inclusive_scan: {
+      T acc = identity_of<T>(k.fn);
+      for (std::size_t i = 0; i < k.n; ++i) out[i] = acc = apply_binary(k.fn, acc, in0[i]);
+      return;
+    }
+    case kernel_kind::exclusive_scan: {
+      (void)identity_of<T>(k.fn);  // rejects ops that cannot fold
+      T acc = a;
+      for (std::size_t i = 0; i < k.n; ++i) {
+        const T x = in0[i];  // read first: out may alias in0
+        out[i] = acc;
+        acc = apply_binary(k.fn, acc, x);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void run_host_kernel(const kernel_command& k) {
+  switch (k.type) {
+    case dtype::f32: return run_typed<float>(k);
+    case dtype::f64: return run_typed<double>(k);
+    case dtype::i32: return run_typed<std::int32_t>(k);
+    case dtype::i64: return run_typed<std::int64_t>(k);
+    case dtype::u32: return run_typed<std::uint32_t>(k);
+    case dtype::u64: return run_typed<std::uint64_t>(k);
+  }
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,45 @@
+#include "streampool/device.hpp"
+
+#include <atomic>
+
+#include "device_state.hpp"
+#include "pool_state.hpp"
+#include "streampool/host.hpp"
+#include "streampool/pool.hpp"
+
+namespace streampool {
+namespace detail {
+namespace {
+std::atomic<std::uint64_t> next_device_id{1};
+}
+device_state::device_state(std::shared_ptr<backend> b)
+    : backend_ptr(std::move(b)), id(next_device_id.fetch_add(1)) {}
+}  // namespace detail
+
+device::device(std::shared_ptr<backend> b) {
+  STREAMPOOL_EXPECTS(b != nullptr, "device: null backend");
+  state_ = std::make_shared<detail::device_state>(std::move(b));
+}
+
+device device::host() {
+  // Deliberately leaked: thread-local default streams of threads that outlive static
+  // destruction (and pools destroyed from atexit handlers) may still need it.
+  static auto* d = new device(make_host_backend());
+  return *d;
+}
+
+backend& device::get_backend() const noexcept { return *state_->backend_ptr; }
+const std::shared_ptr<backend>& device::backend_ptr() const noexcept { return state_->backend_ptr; }
+std::uint64_t device::id() const noexcept { return state_->id; }
+
+pool device::default_pool() const {
+  std::lock_guard lock(state_->mu);
+  if (!state_->default_pool) {
+    // The device owns its default pool (the pool holds only the backend, so no cycle): the
+    // cache survives between uses and goes when the device's last handle, stream or array does.
+    state_->default_pool = std::make_shared<detail::pool_state>(*this, pool_options{});
+  }
+  return pool(state_->default_pool);
+}
+
+}  // namespace streampool

@@ -1,0 +1,66 @@
+#include "streampool/pool.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "pool_state.hpp"
+
+namespace streampool {
+
+pool::pool(const device& d, pool_options options)
+    : state_(std::make_shared<detail::pool_state>(d, options)) {}
+
+void* pool::allocate(stream_ref s, std::size_t bytes) { return state_->allocate(s, bytes); }
+void pool::deallocate(stream_ref s, void* p) { state_->deallocate(s, p); }
+void pool::deallocate(void* p, std::span<const token> uses) { state_->deallocate(p, uses); }
+void pool::record_use(void* p, const token& use) { state_->record_use(p, use); }
+std::size_t pool::block_size(const void* p) const { return state_->block_size(p); }
+bool pool::owns(const void* p) const noexcept { return state_->owns(p); }
+std::size_t pool::trim() { return state_->trim(); }
+void pool::set_memory_limit(std::size_t bytes) { state_->set_memory_limit(bytes); }
+std::size_t pool::memory_limit() const noexcept { return state_->memory_limit(); }
+std::uint64_t pool::add_reclaim_hook(std::function<void(std::size_t)> hook) {
+  return state_->add_reclaim_hook(std::move(hook));
+}
+void pool::remove_reclaim_hook(std::uint64_t id) { state_->remove_reclaim_hook(id); }
+pool_statistics pool::statistics() const { return state_->statistics(); }
+device pool::get_device() const { return state_->get_device(); }
+
+std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
+  STREAMPOOL_EXPECTS(text != nullptr, "memory limit: no text");
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  const auto bad = [&] {
+    STREAMPOOL_FAIL(detail::format("memory limit '%s' is not bytes (\"123\", \"64M\", \"2G\") or a "
+                                   "percentage of the device (\"80%%\")",
+                                   text));
+  };
+  if (end == text || !(value >= 0) || !std::isfinite(value)) bad();
+  while (*end == ' ') ++end;
+  double bytes = value;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case '\0': break;
+    case 'K': bytes *= 1024.0; ++end; break;
+    case 'M': bytes *= 1024.0 * 1024; ++end; break;
+    case 'G': bytes *= 1024.0 * 1024 * 1024; ++end; break;
+    case 'T': bytes *= 1024.0 * 1024 * 1024 * 1024; ++end; break;
+    case '%':
+      STREAMPOOL_EXPECTS(device_total != 0,
+                         detail::format("memory limit '%s' is a percentage, but the device size "
+                                        "is unknown",
+                                        text));
+      STREAMPOOL_EXPECTS(value <= 100.0,
+                         detail::format("memory limit '%s' is over 100%%", text));
+      bytes = value / 100.0 * static_cast<double>(device_total);
+      ++end;
+      break;
+    default: bad();
+  }
+  if (*end == 'i' || *end == 'I') ++end;  // "64MiB"
+  if (*end == 'B' || *end == 'b') ++end;
+  if (*end != '\0') bad();
+  return static_cast<std::size_t>(bytes);
+}
+
+}  // namespace streampool

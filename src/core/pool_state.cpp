@@ -1,0 +1,809 @@
+#include "pool_state.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+std::atomic<std::uint64_t> next_pool_id{1};
+
+// Every live pool, so that a pointer freed into the wrong pool gets a message naming the right
+// one. Deliberately leaked: pools may be destroyed during static destruction.
+std::mutex& registry_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<pool_state*>& registry() {
+  static auto* r = new std::vector<pool_state*>;
+  return *r;
+}
+
+// Set while reclaim hooks run on this thread, so that an allocation failing inside a hook (a
+// garbage collector that allocates) does not run the hooks again, recursively.
+thread_local bool in_reclaim = false;
+
+constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device's memory
+
+constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+std::size_t env_limit(const backend& b) {
+  const char* text = std::getenv("STREAMPOOL_MEMORY_LIMIT");
+  return text != nullptr && *text != '\0' ? parse_memory_limit(text, b.caps().total_memory) : 0;
+}
+
+bool all_complete(const token_set& tokens) {
+  return std::all_of(tokens.begin(), tokens.end(),
+                     [](const token& t) { return t.ready_for(nullptr); });
+}
+
+bool all_ready_for(const token_set& tokens, const timeline* on) {
+  return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
+}
+
+}  // namespace
+
+void merge_token(token_set& set, const token& t) {
+  if (!t.line || t.line->completed() >= t.at) return;
+  for (token& x : set) {
+    if (x.line == t.line) {
+      x.at = std::max(x.at, t.at);
+      return;
+    }
+  }
+  set.push_back(t);
+}
+
+pool_state::pool_state(device d, pool_options options)
+    : id_(next_pool_id.fetch_add(1)),
+      device_(d.state()),
+      device_id_(d.id()),
+      backend_(d.backend_ptr()),
+      options_(options),
+      limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)) {
+  const std::size_t g = backend_->caps().granularity;
+  STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,
+                     format("pool: backend '%s' granularity %zu must be a power of two >= %zu",
+                            backend_->name().c_str(), g, page_map::page_size));
+  STREAMPOOL_EXPECTS(options_.small_max <= class_size(max_classes - 1),
+                     format("pool: small_max %zu exceeds the largest size class %zu",
+                            options_.small_max, class_size(max_classes - 1)));
+  std::lock_guard lock(registry_mu());
+  registry().push_back(this);
+}
+
+pool_state::~pool_state() {
+  {
+    std::lock_guard lock(registry_mu());
+    std::erase(registry(), this);
+  }
+  // Work queued on freed memory may still run; the upstream must not get it back before that.
+  flush_caches();
+  wait_all_pending();
+  std::vector<std::shared_ptr<stream_cache>> caches;
+  {
+    std::lock_guard lock(caches_mu_);
+    caches.swap(caches_);
+  }
+  for (auto& c : caches) c->detach();
+  const std::size_t live = live_bytes();
+  if (live != 0 && STREAMPOOL_DEBUG_LEVEL >= 2) {
+    std::fprintf(stderr, "streampool: pool %llu destroyed with %zu bytes still allocated\n",
+                 static_cast<unsigned long long>(id_), live);
+  }
+  for (auto& [base, sl] : slabs_) backend_->deallocate(base, sl->bytes);
+  for (auto& [base, seg] : large_segments_) backend_->deallocate(base, seg->bytes);
+  for (large_block* b : large_free_) delete b;
+  for (auto& [p, b] : large_live_) delete b;
+}
+
+device pool_state::get_device() const {
+  auto d = device_.lock();
+  STREAMPOOL_EXPECTS(d != nullptr, format("pool %llu: its device %llu was destroyed",
+                                          static_cast<unsigned long long>(id_),
+                                          static_cast<unsigned long long>(device_id_)));
+  return device(std::move(d));
+}
+
+// ---- allocation -------------------------------------------------------------------------------
+
+void pool_state::check_request(stream_ref s, std::size_t bytes) const {
+  STREAMPOOL_EXPECTS(bytes > 0, format("allocate: size 0 requested from pool %llu",
+                                       static_cast<unsigned long long>(id_)));
+  STREAMPOOL_EXPECTS(bytes <= max_request,
+                     format("allocate: %zu bytes is beyond any device (at most %zu); a size "
+                            "computation overflowed?",
+                            bytes, max_request));
+  STREAMPOOL_EXPECTS(s.get_device().id() == device_id_,
+                     format("allocate: stream (timeline %llu) belongs to device %llu, but pool %llu "
+                            "allocates on device %llu",
+                            static_cast<unsigned long long>(s.get_timeline().id()),
+                            static_cast<unsigned long long>(s.get_device().id()),
+                            static_cast<unsigned long long>(id_),
+                            static_cast<unsigned long long>(device_id_)));
+}
+
+void* pool_state::allocate(stream_ref s, std::size_t bytes) {
+  check_request(s, bytes);
+  if (bytes > options_.small_max) return allocate_large(s, bytes);
+  const std::size_t cls = class_of(bytes);
+  stream_cache& c = *s.get_timeline().cache_for(*this);
+  c.mu.lock();
+  auto& bin = c.bins[cls];
+  if (!bin.empty()) [[likely]] {
+    // Fast path: freed on this very stream, so no wait is ever needed (in-order queue).
+    const stream_cache::entry e = bin.back();
+    bin.pop_back();
+    const std::size_t size = class_size(cls);
+    c.bin_bytes[cls] -= size;
+    c.allocations.store(c.allocations.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+    c.allocated_bytes.store(c.allocated_bytes.load(std::memory_order_relaxed) + size,
+                            std::memory_order_relaxed);
+    e.owner->states[e.owner->index_of(e.p)].store(chunk_live, std::memory_order_release);
+    c.mu.unlock();
+    return e.p;
+  }
+  c.mu.unlock();
+  return allocate_small(s, cls, c);
+}
+
+void* pool_state::allocate_small(stream_ref s, std::size_t cls, stream_cache& cache) {
+  return with_reclaim(class_size(cls), [&]() -> void* {
+    if (void* p = try_shared_small(s, cls)) return p;
+    return new_slab_chunk(s, cls, cache);
+  });
+}
+
+void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
+  const timeline* me = &s.get_timeline();
+  class_list& l = shared_[cls];
+  free_chunk taken{nullptr, nullptr, {}};
+  bool fresh = false;
+  {
+    std::lock_guard lock(l.mu);
+    auto& v = l.chunks;
+    // 1. A freed chunk that needs no wait: the most recently freed first, a bounded scan.
+    const std::size_t n = v.size();
+    for (std::size_t i = n, scanned = 0; i-- > 0 && scanned < 32; ++scanned) {
+      if (all_ready_for(v[i].tokens, me)) {
+        taken = std::move(v[i]);
+        v[i] = std::move(v.back());
+        v.pop_back();
+        break;
+      }
+    }
+    // 2. A chunk never handed out, from a slab already reserved.
+    if (taken.p == nullptr && !l.carving.empty()) {
+      slab* sl = l.carving.back();
+      taken = {sl->chunk_at(sl->carved), sl, {}};
+      if (++sl->carved == sl->chunks) l.carving.pop_back();
+      fresh = true;
+    }
+    // 3. A freed chunk whose work may still run: reuse it behind a device-side wait rather than
+    //    growing the pool. The oldest is the likeliest to be done by the time the wait runs.
+    if (taken.p == nullptr && !v.empty()) {
+      taken = std::move(v.front());
+      v.front() = std::move(v.back());
+      v.pop_back();
+    }
+  }
+  if (taken.p == nullptr) return nullptr;
+  const bool waited = order_after(s, taken.tokens);
+  (fresh ? fresh_allocations_ : waited ? waited_reuses_ : ready_reuses_).fetch_add(1);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes_.fetch_add(class_size(cls), std::memory_order_relaxed);
+  taken.owner->states[taken.owner->index_of(taken.p)].store(chunk_live, std::memory_order_release);
+  return taken.p;
+}
+
+void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache& /*cache*/) {
+  const std::size_t chunk = class_size(cls);
+  // Slabs hold at least eight chunks and at least 2 MiB, so that small classes amortise the
+  // upstream call and large classes do not strand much memory in a half-used slab.
+  const std::size_t bytes =
+      round_up(std::max(chunk * 8, std::size_t{2} << 20), backend_->caps().granularity);
+  void* base = grow(bytes);
+  if (base == nullptr) return nullptr;
+  auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
+  slab* sl = owned.get();
+  sl->carved = 1;  // not yet visible to anyone: no lock needed
+  sl->states[0].store(chunk_live, std::memory_order_release);
+  {
+    std::lock_guard lock(segments_mu_);
+    map_.insert(base, bytes, sl);
+    slabs_.emplace(base, std::move(owned));
+  }
+  if (sl->chunks > 1) {
+    std::lock_guard lock(shared_[cls].mu);
+    shared_[cls].carving.push_back(sl);
+  }
+  fresh_allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes_.fetch_add(chunk, std::memory_order_relaxed);
+  return base;
+}
+
+void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
+  const std::size_t size = round_up(bytes, min_block);
+  return with_reclaim(size, [&]() -> void* {
+    if (void* p = try_large_free_list(s, size)) return p;
+    return new_large_block(size);
+  });
+}
+
+void* pool_state::try_large_free_list(stream_ref s, std::size_t size) {
+  const timeline* me = &s.get_timeline();
+  token_set waits;
+  large_block* pick = nullptr;
+  {
+    std::lock_guard lock(large_mu_);
+    large_block probe(nullptr, size, nullptr);
+    large_block* fallback = nullptr;
+    int scanned = 0;
+    // Best fit among blocks that need no wait; else the best fit, behind a device-side wait.
+    for (auto it = large_free_.lower_bound(&probe); it != large_free_.end() && scanned < 16;
+         ++it, ++scanned) {
+      if (all_ready_for((*it)->tokens, me)) {
+        pick = *it;
+        break;
+      }
+      if (fallback == nullptr) fallback = *it;
+    }
+    if (pick == nullptr) pick = fallback;
+    if (pick == nullptr) return nullptr;
+    large_free_.erase(pick);
+    waits = std::move(pick->tokens);
+    pick->tokens.clear();
+    if (pick->size - size >= min_block) {
+      auto* rest = new large_block(pick->ptr + size, pick->size - size, pick->seg, pick,
+                                   pick->next, true, waits);
+      if (pick->next != nullptr) pick->next->prev = rest;
+      pick->next = rest;
+      pick->size = size;
+      large_free_.insert(rest);
+    }
+    pick->free = false;
+    pick->has_uses = false;
+    large_live_[pick->ptr] = pick;
+  }
+  const bool waited = order_after(s, waits);
+  (waited ? waited_reuses_ : ready_reuses_).fetch_add(1, std::memory_order_relaxed);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes_.fetch_add(size, std::memory_order_relaxed);
+  return pick->ptr;
+}
+
+void* pool_state::new_large_block(std::size_t size) {
+  // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
+  // memory on real traces, and every extra byte here is a byte of reserved-over-live.
+  const std::size_t bytes = round_up(size, backend_->caps().granularity);
+  void* base = grow(bytes);
+  if (base == nullptr) return nullptr;
+  auto owned = std::make_unique<large_segment>(base, bytes);
+  large_segment* seg = owned.get();
+  auto* b = new large_block(static_cast<std::byte*>(base), size, seg);
+  {
+    std::lock_guard lock(large_mu_);
+    large_live_[base] = b;
+    if (bytes > size) {
+      auto* rest = new large_block(b->ptr + size, bytes - size, seg, b, nullptr, true);
+      b->next = rest;
+      large_free_.insert(rest);
+    }
+  }
+  {
+    std::lock_guard lock(segments_mu_);
+    map_.insert(base, bytes, seg);
+    large_segments_.emplace(base, std::move(owned));
+  }
+  fresh_allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  allocated_bytes_.fetch_add(size, std::memory_order_relaxed);
+  return base;
+}
+
+bool pool_state::order_after(stream_ref s, const token_set& tokens) {
+  bool waited = false;
+  const timeline* me = &s.get_timeline();
+  for (const token& t : tokens) {
+    if (t.ready_for(me)) continue;
+    if (backend_->caps().device_wait) {
+      if (t.line->wait_device(s.native(), t.at)) {
+        device_waits_.fetch_add(1, std::memory_order_relaxed);
+        waited = true;
+      }
+    } else {
+      t.line->wait_host(t.at);
+      host_waits_.fetch_add(1, std::memory_order_relaxed);
+      waited = true;
+    }
+  }
+  return waited;
+}
+
+// ---- out of memory ----------------------------------------------------------------------------
+
+void* pool_state::grow(std::size_t bytes) {
+  {
+    std::lock_guard lock(segments_mu_);
+    const std::size_t limit = limit_.load();
+    if (limit != 0 && reserved_ + bytes > limit) return nullptr;
+    reserved_ += bytes;  // reserve before the (slow, unlocked) upstream call
+  }
+  void* p = nullptr;
+  try {
+    p = backend_->allocate(bytes);
+  } catch (...) {
+    std::lock_guard lock(segments_mu_);
+    reserved_ -= bytes;
+    throw;
+  }
+  std::lock_guard lock(segments_mu_);
+  if (p == nullptr) {
+    reserved_ -= bytes;
+    return nullptr;
+  }
+  reserved_now_.store(reserved_);
+  std::size_t peak = peak_reserved_.load();
+  while (reserved_ > peak && !peak_reserved_.compare_exchange_weak(peak, reserved_)) {
+  }
+  upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+template <class Attempt>
+void* pool_state::with_reclaim(std::size_t bytes, Attempt&& attempt) {
+  if (void* p = attempt()) return p;
+  // The ladder: memory cached by other streams and fully free segments first, then the
+  // language runtime's hooks (a GC that frees arrays), then give up with the numbers.
+  trim();
+  if (void* p = attempt()) return p;
+  if (!in_reclaim) {
+    std::vector<std::function<void(std::size_t)>> hooks;
+    {
+      std::lock_guard lock(hooks_mu_);
+      for (auto& [id, h] : hooks_) hooks.push_back(h);
+    }
+    if (!hooks.empty()) {
+      in_reclaim = true;
+      struct reset {
+        ~reset() { in_reclaim = false; }
+      } guard;
+      for (auto& h : hooks) {
+        reclaim_calls_.fetch_add(1, std::memory_order_relaxed);
+        h(bytes);
+      }
+    }
+    if (void* p = attempt()) return p;
+    trim();
+    if (void* p = attempt()) return p;
+  }
+  throw_out_of_memory(bytes);
+}
+
+void pool_state::throw_out_of_memory(std::size_t bytes) const {
+  const std::size_t reserved = reserved_now_.load();
+  const std::size_t live = live_bytes();
+  const std::size_t limit = limit_.load();
+  const std::size_t cached = reserved > live ? reserved - live : 0;
+  throw out_of_memory(
+      format("streampool: out of memory on device %llu (%s): requested %zu bytes; limit %s; "
+             "live %zu bytes, cached %zu bytes, reserved %zu bytes (after trimming the cache and "
+             "running %zu reclaim hook(s))",
+             static_cast<unsigned long long>(device_id_), backend_->name().c_str(), bytes,
+             limit != 0 ? format("%zu bytes", limit).c_str() : "none (the device refused)", live,
+             cached, reserved, hooks_.size()),
+      bytes, limit, live, cached);
+}
+
+std::uint64_t pool_state::add_reclaim_hook(std::function<void(std::size_t)> hook) {
+  STREAMPOOL_EXPECTS(static_cast<bool>(hook), "add_reclaim_hook: empty hook");
+  std::lock_guard lock(hooks_mu_);
+  hooks_.emplace(next_hook_, std::move(hook));
+  return next_hook_++;
+}
+
+void pool_state::remove_reclaim_hook(std::uint64_t id) {
+  std::lock_guard lock(hooks_mu_);
+  STREAMPOOL_EXPECTS(hooks_.erase(id) == 1,
+                     format("remove_reclaim_hook: no hook with id %llu",
+                            static_cast<unsigned long long>(id)));
+}
+
+// ---- deallocation -----------------------------------------------------------------------------
+
+void pool_state::bad_pointer(const void* p, const char* what) const {
+  {
+    std::lock_guard lock(registry_mu());
+    for (pool_state* other : registry()) {
+      if (other != this && other->map_.find(p) != nullptr) {
+        STREAMPOOL_FAIL(format("%s: pointer %s belongs to pool %llu on device %llu, not to pool "
+                               "%llu on device %llu (wrong pool or wrong device)",
+                               what, format_ptr(p).c_str(),
+                               static_cast<unsigned long long>(other->id_),
+                               static_cast<unsigned long long>(other->device_id_),
+                               static_cast<unsigned long long>(id_),
+                               static_cast<unsigned long long>(device_id_)));
+      }
+    }
+  }
+  STREAMPOOL_FAIL(format("%s: pointer %s was not allocated by pool %llu (or its memory was "
+                         "already released)",
+                         what, format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+}
+
+void pool_state::deallocate(stream_ref s, void* p) {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "deallocate");
+  if (seg->kind == segment_kind::large) {
+    deallocate_large(p, {}, &s);
+    return;
+  }
+  deallocate_chunk(static_cast<slab&>(*seg), p, &s, {});
+}
+
+void pool_state::deallocate(void* p, std::span<const token> uses) {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "deallocate");
+  if (seg->kind == segment_kind::large) {
+    deallocate_large(p, uses, nullptr);
+    return;
+  }
+  deallocate_chunk(static_cast<slab&>(*seg), p, nullptr, uses);
+}
+
+void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses) {
+  const std::size_t i = sl.index_of(p);
+  if (sl.chunk_at(i) != p) {
+    STREAMPOOL_FAIL(format("deallocate: %s is inside the block %s of %zu bytes (offset %zu), not "
+                           "at its start",
+                           format_ptr(p).c_str(), format_ptr(sl.chunk_at(i)).c_str(),
+                           sl.chunk_size,
+                           static_cast<std::size_t>(static_cast<std::byte*>(p) -
+                                                    static_cast<std::byte*>(sl.chunk_at(i)))));
+  }
+  // The exchange makes a double free (even a racing one) fail for exactly one caller, before
+  // anything else changes.
+  const std::uint8_t old = sl.states[i].exchange(chunk_free, std::memory_order_acq_rel);
+  if (old == chunk_free) {
+    STREAMPOOL_FAIL(format("deallocate: %s (block of %zu bytes in pool %llu) is not allocated: "
+                           "double free",
+                           format_ptr(p).c_str(), sl.chunk_size,
+                           static_cast<unsigned long long>(id_)));
+  }
+  const std::size_t cls = sl.size_class;
+  if (s != nullptr && options_.poison_on_free) {
+    s->submit(command::make(fill_command{p, 0xDB, 1, sl.chunk_size}));
+  }
+  if (s == nullptr || old == chunk_live_with_uses) {
+    token_set tokens;
+    if (old == chunk_live_with_uses) tokens = take_uses(p);
+    if (s != nullptr) merge_token(tokens, s->now());
+    for (const token& t : uses) merge_token(tokens, t);
+    deallocations_.fetch_add(1, std::memory_order_relaxed);
+    freed_bytes_.fetch_add(sl.chunk_size, std::memory_order_relaxed);
+    push_shared(cls, free_chunk{p, &sl, std::move(tokens)});
+    return;
+  }
+  timeline& line = s->get_timeline();
+  stream_cache& c = *line.cache_for(*this);
+  std::lock_guard lock(c.mu);
+  c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+  c.freed_bytes.store(c.freed_bytes.load(std::memory_order_relaxed) + sl.chunk_size,
+                      std::memory_order_relaxed);
+  c.bins[cls].push_back({p, &sl, line.current()});
+  c.bin_bytes[cls] += sl.chunk_size;
+  if (c.bin_bytes[cls] > options_.stream_cache_bytes) spill(c, cls);
+}
+
+void pool_state::spill(stream_cache& c, std::size_t cls) {
+  // Keep the most recently freed half (warm, and the likeliest to be reused here); the rest goes
+  // where other streams can use it, with its token.
+  auto& bin = c.bins[cls];
+  const std::size_t n = bin.size() / 2;
+  auto line = c.line.lock();
+  for (std::size_t i = 0; i < n; ++i) {
+    token_set tokens;
+    if (line) merge_token(tokens, token{line, bin[i].at});
+    push_shared(cls, free_chunk{bin[i].p, bin[i].owner, std::move(tokens)});
+  }
+  bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(n));
+  c.bin_bytes[cls] = bin.size() * class_size(cls);
+}
+
+void pool_state::push_shared(std::size_t cls, free_chunk c) {
+  std::lock_guard lock(shared_[cls].mu);
+  shared_[cls].chunks.push_back(std::move(c));
+}
+
+token_set pool_state::take_uses(void* p) {
+  std::lock_guard lock(uses_mu_);
+  auto it = uses_.find(p);
+  if (it == uses_.end()) return {};
+  token_set t = std::move(it->second);
+  uses_.erase(it);
+  return t;
+}
+
+void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_ref* s) {
+  token_set tokens;
+  std::size_t size = 0;
+  {
+    std::lock_guard lock(large_mu_);
+    auto it = large_live_.find(p);
+    if (it == large_live_.end()) {
+      STREAMPOOL_FAIL(format("deallocate: %s is not the start of a live block of pool %llu "
+                             "(double free, or a pointer into a block)",
+                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+    }
+    large_block* b = it->second;
+    large_live_.erase(it);
+    size = b->size;
+    if (s != nullptr && options_.poison_on_free) {
+      s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
+    }
+    tokens = std::move(b->tokens);  // recorded uses, if any
+    if (s != nullptr) merge_token(tokens, s->now());
+    for (const token& t : uses) merge_token(tokens, t);
+    b->tokens = std::move(tokens);
+    b->free = true;
+    auto absorb = [&](large_block* left, large_block* right) {
+      for (const token& t : right->tokens) merge_token(left->tokens, t);
+      left->size += right->size;
+      left->next = right->next;
+      if (right->next != nullptr) right->next->prev = left;
+      delete right;
+    };
+    if (b->next != nullptr && b->next->free) {
+      large_free_.erase(b->next);
+      absorb(b, b->next);
+    }
+    if (b->prev != nullptr && b->prev->free) {
+      large_block* left = b->prev;
+      large_free_.erase(left);
+      absorb(left, b);
+      b = left;
+    }
+    large_free_.insert(b);
+  }
+  deallocations_.fetch_add(1, std::memory_order_relaxed);
+  freed_bytes_.fetch_add(size, std::memory_order_relaxed);
+}
+
+void pool_state::record_use(void* p, const token& use) {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "record_use");
+  if (seg->kind == segment_kind::large) {
+    std::lock_guard lock(large_mu_);
+    auto it = large_live_.find(p);
+    STREAMPOOL_EXPECTS(it != large_live_.end(),
+                       format("record_use: %s is not the start of a live block of pool %llu",
+                              format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+    merge_token(it->second->tokens, use);
+    it->second->has_uses = true;
+    return;
+  }
+  auto& sl = static_cast<slab&>(*seg);
+  const std::size_t i = sl.index_of(p);
+  std::uint8_t state = sl.states[i].load(std::memory_order_acquire);
+  STREAMPOOL_EXPECTS(sl.chunk_at(i) == p && state != chunk_free,
+                     format("record_use: %s is not the start of a live block of pool %llu",
+                            format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+  {
+    std::lock_guard lock(uses_mu_);
+    merge_token(uses_[p], use);
+  }
+  // Flag it so the fast free path looks in the side table; a free racing with this is the
+  // caller's bug (a use recorded on memory being freed), and at worst leaves a stale entry that
+  // the next free of the same address takes.
+  sl.states[i].compare_exchange_strong(state, chunk_live_with_uses, std::memory_order_acq_rel);
+}
+
+// ---- queries, trim, statistics ----------------------------------------------------------------
+
+std::size_t pool_state::block_size(const void* p) const {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "block_size");
+  if (seg->kind == segment_kind::slab) {
+    auto& sl = static_cast<slab&>(*seg);
+    const std::size_t i = sl.index_of(p);
+    STREAMPOOL_EXPECTS(sl.chunk_at(i) == p && sl.states[i].load() != chunk_free,
+                       format("block_size: %s is not a live block", format_ptr(p).c_str()));
+    return sl.chunk_size;
+  }
+  std::lock_guard lock(large_mu_);
+  auto it = large_live_.find(p);
+  STREAMPOOL_EXPECTS(it != large_live_.end(),
+                     format("block_size: %s is not a live block", format_ptr(p).c_str()));
+  return it->second->size;
+}
+
+bool pool_state::owns(const void* p) const noexcept {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) return false;
+  if (seg->kind == segment_kind::slab) {
+    auto& sl = static_cast<slab&>(*seg);
+    const std::size_t i = sl.index_of(p);
+    return sl.chunk_at(i) == p && sl.states[i].load() != chunk_free;
+  }
+  std::lock_guard lock(large_mu_);
+  return large_live_.count(p) != 0;
+}
+
+std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
+  auto c = std::make_shared<stream_cache>(*this, weak_from_this(), line.weak_from_this(), line.id());
+  std::lock_guard lock(caches_mu_);
+  caches_.push_back(c);
+  return c;
+}
+
+void pool_state::take_orphans(std::vector<stream_cache::entry>& entries) {
+  for (auto& e : entries) push_shared(e.owner->size_class, free_chunk{e.p, e.owner, {}});
+}
+
+void pool_state::flush_caches() {
+  std::vector<std::shared_ptr<stream_cache>> caches;
+  {
+    std::lock_guard lock(caches_mu_);
+    caches = caches_;
+  }
+  for (auto& c : caches) {
+    std::lock_guard lock(c->mu);
+    if (c->detached) continue;
+    auto line = c->line.lock();
+    for (std::size_t cls = 0; cls < max_classes; ++cls) {
+      for (auto& e : c->bins[cls]) {
+        token_set tokens;
+        if (line) merge_token(tokens, token{line, e.at});
+        push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+      }
+      c->bins[cls].clear();
+      c->bin_bytes[cls] = 0;
+    }
+  }
+}
+
+std::size_t pool_state::trim() {
+  flush_caches();
+  std::vector<segment*> release;
+  for (std::size_t cls = 0; cls < max_classes; ++cls) {
+    class_list& l = shared_[cls];
+    std::lock_guard lock(l.mu);
+    if (l.chunks.empty() && l.carving.empty()) continue;
+    // A slab goes back when every chunk ever carved from it is here, with its work complete.
+    std::unordered_map<slab*, std::size_t> free_count;
+    for (auto& c : l.chunks)
+      if (all_complete(c.tokens)) ++free_count[c.owner];
+    for (slab* sl : l.carving) free_count.try_emplace(sl, 0);
+    std::unordered_map<slab*, bool> empty;
+    for (auto& [sl, n] : free_count) {
+      if (n == sl->carved) empty[sl] = true;
+    }
+    if (empty.empty()) continue;
+    std::erase_if(l.chunks, [&](const free_chunk& c) { return empty.count(c.owner) != 0; });
+    std::erase_if(l.carving, [&](slab* sl) { return empty.count(sl) != 0; });
+    for (auto& [sl, yes] : empty) release.push_back(sl);
+  }
+  {
+    std::lock_guard lock(large_mu_);
+    for (auto it = large_free_.begin(); it != large_free_.end();) {
+      large_block* b = *it;
+      if (b->prev == nullptr && b->next == nullptr && all_complete(b->tokens)) {
+        release.push_back(b->seg);
+        it = large_free_.erase(it);
+        delete b;
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::size_t released = 0;
+  for (segment* seg : release) {
+    released += seg->bytes;
+    release_segment(seg);
+  }
+  // Caches of destroyed streams are empty for good: fold their counters in and forget them.
+  std::lock_guard lock(caches_mu_);
+  std::erase_if(caches_, [&](const std::shared_ptr<stream_cache>& c) {
+    std::lock_guard cl(c->mu);
+    if (!c->orphaned) return false;
+    allocations_ += c->allocations.load();
+    deallocations_ += c->deallocations.load();
+    allocated_bytes_ += c->allocated_bytes.load();
+    freed_bytes_ += c->freed_bytes.load();
+    same_stream_reuses_folded_ += c->allocations.load();
+    return true;
+  });
+  return released;
+}
+
+void pool_state::release_segment(segment* seg) {
+  std::unique_ptr<segment> owned;
+  {
+    std::lock_guard lock(segments_mu_);
+    map_.erase(seg->base, seg->bytes);
+    reserved_ -= seg->bytes;
+    reserved_now_.store(reserved_);
+    if (seg->kind == segment_kind::slab) {
+      auto it = slabs_.find(seg->base);
+      owned = std::move(it->second);
+      slabs_.erase(it);
+    } else {
+      auto it = large_segments_.find(seg->base);
+      owned = std::move(it->second);
+      large_segments_.erase(it);
+    }
+  }
+  backend_->deallocate(owned->base, owned->bytes);
+  upstream_deallocations_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void pool_state::wait_all_pending() {
+  for (auto& l : shared_) {
+    std::lock_guard lock(l.mu);
+    for (auto& c : l.chunks)
+      for (auto& t : c.tokens) t.line->wait_host(t.at);
+  }
+  std::lock_guard lock(large_mu_);
+  for (large_block* b : large_free_)
+    for (auto& t : b->tokens) t.line->wait_host(t.at);
+}
+
+std::size_t pool_state::live_bytes() const {
+  std::uint64_t allocated = allocated_bytes_.load();
+  std::uint64_t freed = freed_bytes_.load();
+  std::lock_guard lock(caches_mu_);
+  for (auto& c : caches_) {
+    allocated += c->allocated_bytes.load(std::memory_order_relaxed);
+    freed += c->freed_bytes.load(std::memory_order_relaxed);
+  }
+  const std::size_t live = static_cast<std::size_t>(allocated - freed);
+  std::size_t peak = peak_live_.load();
+  while (live > peak && !peak_live_.compare_exchange_weak(peak, live)) {
+  }
+  return live;
+}
+
+pool_statistics pool_state::statistics() const {
+  pool_statistics st;
+  st.live_bytes = live_bytes();
+  st.reserved_bytes = reserved_now_.load();
+  st.cached_bytes = st.reserved_bytes > st.live_bytes ? st.reserved_bytes - st.live_bytes : 0;
+  st.peak_live_bytes = peak_live_.load();
+  st.peak_reserved_bytes = peak_reserved_.load();
+  st.allocations = allocations_.load();
+  st.deallocations = deallocations_.load();
+  st.fresh_allocations = fresh_allocations_.load();
+  st.same_stream_reuses = same_stream_reuses_folded_.load();
+  st.ready_reuses = ready_reuses_.load();
+  st.waited_reuses = waited_reuses_.load();
+  st.device_waits = device_waits_.load();
+  st.host_waits = host_waits_.load();
+  st.upstream_allocations = upstream_allocations_.load();
+  st.upstream_deallocations = upstream_deallocations_.load();
+  st.reclaim_calls = reclaim_calls_.load();
+  st.memory_limit = limit_.load();
+  std::lock_guard lock(caches_mu_);
+  for (auto& c : caches_) {
+    stream_statistics ss;
+    ss.timeline_id = c->timeline_id();
+    ss.allocations = c->allocations.load();
+    ss.deallocations = c->deallocations.load();
+    {
+      std::lock_guard cl(c->mu);
+      for (std::size_t b : c->bin_bytes) ss.cached_bytes += b;
+    }
+    st.allocations += ss.allocations;
+    st.deallocations += ss.deallocations;
+    st.same_stream_reuses += ss.allocations;
+    st.streams.push_back(ss);
+  }
+  return st;
+}
+
+}  // namespace streampool::detail

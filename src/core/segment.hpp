@@ -1,0 +1,85 @@
+// streampool: segments, the pool's upstream allocations.
+//
+// Glossary
+//   segment      one upstream allocation, registered in the page map.
+//   slab         a segment cut into equal chunks of one size class. Per chunk, an atomic state
+//                byte says free / live / live-with-recorded-uses; freeing exchanges it, so a
+//                double free is caught without a lock, even when two threads race.
+//   large block  a piece of a large segment; blocks of one segment form an address-ordered
+//                doubly linked list so that free neighbours coalesce. Guarded by the pool's large
+//                lock.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "streampool/timeline.hpp"
+
+namespace streampool::detail {
+
+enum class segment_kind : std::uint8_t { slab, large };
+
+enum chunk_state : std::uint8_t { chunk_free = 0, chunk_live = 1, chunk_live_with_uses = 2 };
+
+struct segment {
+  segment(segment_kind k, void* b, std::size_t n) : kind(k), base(b), bytes(n) {}
+  segment_kind kind;
+  void* base;
+  std::size_t bytes;
+};
+
+struct slab : segment {
+  slab(void* b, std::size_t n, std::size_t cls, std::size_t chunk)
+      : segment(segment_kind::slab, b, n),
+        size_class(cls),
+        chunk_size(chunk),
+        chunks(n / chunk),
+        states(new std::atomic<std::uint8_t>[n / chunk]) {
+    for (std::size_t i = 0; i < chunks; ++i) states[i].store(chunk_free, std::memory_order_relaxed);
+  }
+  [[nodiscard]] void* chunk_at(std::size_t i) const noexcept {
+    return static_cast<std::byte*>(base) + i * chunk_size;
+  }
+  [[nodiscard]] std::size_t index_of(const void* p) const noexcept {
+    return static_cast<std::size_t>(static_cast<const std::byte*>(p) -
+                                    static_cast<const std::byte*>(base)) /
+           chunk_size;
+  }
+  std::size_t size_class;
+  std::size_t chunk_size;
+  std::size_t chunks;
+  std::size_t carved = 0;  // chunks [0, carved) were handed out at least once; guarded by the
+                           // class list lock
+  std::unique_ptr<std::atomic<std::uint8_t>[]> states;
+};
+
+/// Tokens that one piece of memory must wait for, at most one per timeline (the latest point).
+using token_set = std::vector<token>;
+
+/// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
+void merge_token(token_set& set, const token& t);
+
+struct large_segment;
+
+struct large_block {
+  large_block(std::byte* p, std::size_t n, large_segment* s, large_block* before = nullptr,
+              large_block* after = nullptr, bool is_free = false, token_set t = {})
+      : ptr(p), size(n), seg(s), prev(before), next(after), free(is_free), tokens(std::move(t)) {}
+  std::byte* ptr;
+  std::size_t size;
+  large_segment* seg;
+  large_block* prev = nullptr;  // address order within the segment
+  large_block* next = nullptr;
+  bool free = false;
+  bool has_uses = false;  // record_use() was called while live
+  token_set tokens;       // while free: what reuse must wait for
+};
+
+struct large_segment : segment {
+  large_segment(void* b, std::size_t n) : segment(segment_kind::large, b, n) {}
+};
+
+}  // namespace streampool::detail

@@ -1,0 +1,107 @@
+#include "streampool/stream.hpp"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace streampool {
+
+struct stream::impl {
+  device dev;
+  std::shared_ptr<timeline> line;
+  bool owns_queue;
+};
+
+namespace {
+
+// Per thread: the stream_scope stack (innermost last) and the default streams. The default
+// streams are destroyed when the thread exits, after its scopes are gone, like the origin
+// report's task-local streams; arrays that outlive them hold tokens, not streams.
+struct thread_streams {
+  std::vector<std::pair<std::uint64_t, const stream::impl*>> scopes;
+  std::vector<std::pair<std::uint64_t, stream>> defaults;
+};
+thread_local thread_streams this_thread;
+
+}  // namespace
+
+stream::stream(const device& d) {
+  backend& b = d.get_backend();
+  native_queue q = b.create_queue();
+  impl_ = std::make_unique<impl>(impl{d, std::make_shared<timeline>(d.backend_ptr(), q), true});
+}
+
+stream stream::wrap(const device& d, native_queue foreign) {
+  STREAMPOOL_EXPECTS(foreign != nullptr, "stream::wrap: null native queue");
+  return stream(std::make_unique<impl>(
+      impl{d, std::make_shared<timeline>(d.backend_ptr(), foreign), false}));
+}
+
+stream::stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
+stream::stream(stream&&) noexcept = default;
+
+stream& stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    stream dying(std::move(*this));
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+stream::~stream() {
+  if (!impl_) return;
+  // Waits for the stream's work, makes every token on it complete, and hands its cached blocks
+  // back to their pools: after this nothing anywhere can reach the queue.
+  native_queue q = impl_->line->retire();
+  if (impl_->owns_queue) impl_->dev.get_backend().destroy_queue(q);
+}
+
+stream_ref stream::ref() const noexcept { return stream_ref(impl_.get()); }
+stream::operator stream_ref() const noexcept { return ref(); }
+void stream::synchronize() const { ref().synchronize(); }
+const std::shared_ptr<timeline>& stream::get_timeline() const noexcept { return impl_->line; }
+const device& stream::get_device() const noexcept { return impl_->dev; }
+
+const device& stream_ref::get_device() const noexcept { return impl_->dev; }
+timeline& stream_ref::get_timeline() const noexcept { return *impl_->line; }
+const std::shared_ptr<timeline>& stream_ref::timeline_ptr() const noexcept { return impl_->line; }
+native_queue stream_ref::native() const noexcept { return impl_->line->queue_for_submit(); }
+
+token stream_ref::now() const { return token{impl_->line, impl_->line->current()}; }
+
+void stream_ref::submit(const command& c) const {
+  impl_->dev.get_backend().submit(native(), c);
+}
+
+void stream_ref::wait(const token& t) const {
+  if (t.ready_for(impl_->line.get())) return;
+  if (impl_->dev.get_backend().caps().device_wait) {
+    t.line->wait_device(native(), t.at);
+  } else {
+    t.line->wait_host(t.at);
+  }
+}
+
+void stream_ref::synchronize() const { impl_->line->wait_host(impl_->line->current()); }
+
+stream_ref default_stream(const device& d) {
+  for (auto& [id, s] : this_thread.defaults)
+    if (id == d.id()) return s.ref();
+  this_thread.defaults.emplace_back(d.id(), stream(d));
+  return this_thread.defaults.back().second.ref();
+}
+
+stream_ref current_stream(const device& d) {
+  const auto& scopes = this_thread.scopes;
+  for (auto it = scopes.rbegin(); it != scopes.rend(); ++it)
+    if (it->first == d.id()) return stream_ref(it->second);
+  return default_stream(d);
+}
+
+stream_scope::stream_scope(stream_ref s) : device_id_(s.get_device().id()) {
+  this_thread.scopes.emplace_back(device_id_, s.get());
+}
+
+stream_scope::~stream_scope() { this_thread.scopes.pop_back(); }
+
+}  // namespace streampool

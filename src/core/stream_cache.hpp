@@ -1,0 +1,65 @@
+// streampool: the stream cache, blocks freed on one stream kept for reuse on that stream.
+//
+// One per (timeline, pool). Shared by the timeline (which finds it on the fast path) and by the
+// pool (which walks its caches for statistics, trim and its own destruction). Whichever goes
+// first tells the other through the cache:
+//   orphan()  the timeline retired: its points are all complete, so the entries go back to the
+//             pool's shared lists as free memory with no tokens (if the pool still exists);
+//   detach()  the pool is being destroyed: the entries are dropped (the pool releases the
+//             segments) and later pushes are refused.
+// Lock order: pool caches lock -> cache lock -> shared class lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "size_classes.hpp"
+#include "spinlock.hpp"
+#include "streampool/timeline.hpp"
+
+namespace streampool::detail {
+
+class pool_state;
+struct slab;
+
+class stream_cache {
+ public:
+  struct entry {
+    void* p;
+    slab* owner;
+    timeline::point at;  // the timeline's point when it was freed
+  };
+
+  stream_cache(pool_state& pool, std::weak_ptr<pool_state> weak_pool,
+               std::weak_ptr<timeline> line, std::uint64_t timeline_id);
+
+  [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
+  [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
+
+  void orphan();
+  void detach();
+
+  spinlock mu;  // guards bins, bin_bytes, orphaned, detached
+  std::array<std::vector<entry>, max_classes> bins;
+  std::array<std::size_t, max_classes> bin_bytes{};
+  bool orphaned = false;
+  bool detached = false;
+  std::weak_ptr<timeline> line;
+
+  // Statistics: written under mu by one writer at a time, read without it.
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> deallocations{0};
+  std::atomic<std::uint64_t> allocated_bytes{0};
+  std::atomic<std::uint64_t> freed_bytes{0};
+
+ private:
+  pool_state* pool_;  // valid until detach()
+  std::weak_ptr<pool_state> weak_pool_;
+  std::uint64_t pool_id_;
+  std::uint64_t timeline_id_;
+};
+
+}  // namespace streampool::detail

@@ -1,0 +1,111 @@
+#include "streampool/timeline.hpp"
+
+#include "pool_state.hpp"
+#include "stream_cache.hpp"
+
+namespace streampool {
+namespace {
+std::atomic<std::uint64_t> next_timeline_id{1};
+}
+
+timeline::timeline(std::shared_ptr<backend> b, native_queue q)
+    : id_(next_timeline_id.fetch_add(1)), backend_(std::move(b)), queue_(q) {}
+
+timeline::~timeline() = default;
+
+std::shared_ptr<marker> timeline::record_locked() {
+  // Everything submitted before this marker belongs to the current epoch; later work to the next.
+  const point p = epoch_.load(std::memory_order_relaxed);
+  auto m = std::make_shared<marker>(backend_, backend_->record(queue_));
+  pending_.emplace_back(p, m);
+  epoch_.store(p + 1, std::memory_order_release);
+  return m;
+}
+
+void timeline::advance_locked() {
+  while (!pending_.empty() && pending_.front().second->query()) {
+    point p = pending_.front().first;
+    pending_.pop_front();
+    point c = completed_.load(std::memory_order_relaxed);
+    if (c != retired_point && p > c) completed_.store(p, std::memory_order_release);
+  }
+}
+
+bool timeline::poll(point p) {
+  if (completed() >= p) return true;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // someone else is advancing it; never block here
+  advance_locked();
+  return completed() >= p;
+}
+
+std::shared_ptr<marker> timeline::marker_for(point p) {
+  std::lock_guard lock(mu_);
+  advance_locked();
+  if (completed() >= p) return nullptr;
+  for (auto& [q, m] : pending_)
+    if (q >= p) return m;
+  // No marker covers p yet and p is not complete, so the stream is alive (a retired timeline is
+  // complete at every point): record one on its queue.
+  STREAMPOOL_ASSERT(queue_ != nullptr);
+  return record_locked();
+}
+
+void timeline::wait_host(point p) {
+  if (auto m = marker_for(p)) {
+    m->wait_host();
+    std::lock_guard lock(mu_);
+    advance_locked();
+  }
+}
+
+bool timeline::wait_device(native_queue waiter, point p) {
+  auto m = marker_for(p);
+  if (!m) return false;
+  backend_->wait_device(waiter, m->native());
+  return true;
+}
+
+native_queue timeline::retire() {
+  std::shared_ptr<marker> last;
+  {
+    std::lock_guard lock(mu_);
+    last = record_locked();
+  }
+  last->wait_host();
+  native_queue q;
+  std::vector<std::shared_ptr<detail::stream_cache>> caches;
+  {
+    std::lock_guard lock(mu_);
+    completed_.store(retired_point, std::memory_order_release);
+    pending_.clear();
+    q = queue_;
+    queue_ = nullptr;
+    caches.swap(caches_);
+    first_cache_.store(nullptr, std::memory_order_release);
+    first_cache_pool_.store(0, std::memory_order_release);
+  }
+  // Every point is complete now, so what the caches hold is free of pending work on this
+  // timeline: hand it back to the pools that are still alive.
+  for (auto& c : caches) c->orphan();
+  return q;
+}
+
+detail::stream_cache* timeline::cache_for(detail::pool_state& pool) {
+  if (first_cache_pool_.load(std::memory_order_acquire) == pool.id())
+    return first_cache_.load(std::memory_order_acquire);
+  std::lock_guard lock(mu_);
+  STREAMPOOL_EXPECTS(!retired(), detail::format("stream (timeline %llu) is already destroyed",
+                                                static_cast<unsigned long long>(id_)));
+  for (auto& c : caches_)
+    if (c->pool_id() == pool.id()) return c.get();
+  auto c = pool.make_stream_cache(*this);
+  caches_.push_back(c);
+  if (first_cache_.load(std::memory_order_relaxed) == nullptr) {
+    first_cache_.store(c.get(), std::memory_order_release);
+    first_cache_pool_.store(pool.id(), std::memory_order_release);
+  }
+  return c.get();
+}
+
+}  // namespace streampool
