@@ -204,9 +204,17 @@ void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache
   const std::size_t chunk = class_size(cls);
   // Slabs hold at least eight chunks and at least 2 MiB, so that small classes amortise the
   // upstream call and large classes do not strand much memory in a half-used slab.
-  const std::size_t bytes =
+  std::size_t bytes =
       round_up(std::max(chunk * 8, std::size_t{2} << 20), backend_->caps().granularity);
   void* base = grow(bytes);
+  // Under a memory limit the full slab may not fit even in an empty pool (eight 1 MiB chunks are
+  // 8 MiB, over a 4 MiB limit), which failed requests the limit allows with "reserved 0 bytes".
+  // A slab of just what one chunk needs beats failing.
+  const std::size_t smallest = round_up(chunk, backend_->caps().granularity);
+  if (base == nullptr && bytes > smallest) {
+    bytes = smallest;
+    base = grow(bytes);
+  }
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();

@@ -167,14 +167,14 @@ class host_backend final : public backend {
   bool do_query(native_marker nm) override {
     const auto& m = *static_cast<marker_ptr*>(nm);
     if (!m->done.load(std::memory_order_acquire)) return false;
-    if (options_.checking) checker_.observe(m->queue, m->clock);
+    if (options_.checking) checker_.observe(m->vc);
     return true;
   }
 
   void do_wait_host(native_marker nm) override {
     const auto& m = *static_cast<marker_ptr*>(nm);
     m->wait();
-    if (options_.checking) checker_.observe(m->queue, m->clock);
+    if (options_.checking) checker_.observe(m->vc);
   }
 
   void do_wait_device(native_queue nq, native_marker nm) override {

@@ -23,10 +23,9 @@ void race_checker::remove_segment(const void* p, std::size_t bytes) {
   for (std::uintptr_t g = start / granule; g < (start + bytes) / granule; ++g) shadow_.erase(g);
 }
 
-void race_checker::observe(std::size_t queue, std::uint64_t clock) {
+void race_checker::observe(const vector_clock& vc) {
   std::lock_guard lock(mu_);
-  if (observed_.size() <= queue) observed_.resize(queue + 1, 0);
-  observed_[queue] = std::max(observed_[queue], clock);
+  merge_into(observed_, vc);
 }
 
 bool race_checker::ordered(const use& u, std::size_t queue, const vector_clock& vc) const {

@@ -6,7 +6,9 @@
 //   granule   256 bytes of device memory, the unit of the shadow state (the pool's minimum block
 //             size and alignment, so two live blocks never share a granule).
 //   observed  per queue, the highest clock that a host wait or a successful query has seen
-//             complete; any command that runs later is ordered after it in real time.
+//             complete; any command that runs later is ordered after it in real time. A marker
+//             seen complete publishes its whole vector clock, not only its own queue's clock:
+//             what its queue had waited for is complete too.
 #pragma once
 
 #include <cstddef>
@@ -29,7 +31,8 @@ class race_checker {
 
   void add_segment(const void* p, std::size_t bytes);
   void remove_segment(const void* p, std::size_t bytes);
-  void observe(std::size_t queue, std::uint64_t clock);
+  /// The host saw a marker complete whose queue's vector clock was `vc`.
+  void observe(const vector_clock& vc);
 
   /// Checks and records one access by `queue` whose vector clock is `vc` (vc[queue] is the
   /// clock of the command doing the access).
