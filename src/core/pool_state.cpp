@@ -484,12 +484,14 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
                            static_cast<unsigned long long>(id_)));
   }
   const std::size_t cls = sl.size_class;
-  if (s != nullptr && options_.poison_on_free) {
+  token_set tokens;
+  if (old == chunk_live_with_uses) tokens = take_uses(p);
+  // Poison only behind every recorded use: a fill on s while another stream's declared use may
+  // still run would itself be the unordered write the checking mode exists to catch.
+  if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
     s->submit(command::make(fill_command{p, 0xDB, 1, sl.chunk_size}));
   }
   if (s == nullptr || old == chunk_live_with_uses) {
-    token_set tokens;
-    if (old == chunk_live_with_uses) tokens = take_uses(p);
     if (s != nullptr) merge_token(tokens, s->now());
     for (const token& t : uses) merge_token(tokens, t);
     deallocations_.fetch_add(1, std::memory_order_relaxed);
@@ -552,10 +554,11 @@ void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_r
     large_block* b = it->second;
     large_live_.erase(it);
     size = b->size;
-    if (s != nullptr && options_.poison_on_free) {
+    tokens = std::move(b->tokens);  // recorded uses, if any
+    // Poison only behind every recorded use (see deallocate_chunk).
+    if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
       s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
     }
-    tokens = std::move(b->tokens);  // recorded uses, if any
     if (s != nullptr) merge_token(tokens, s->now());
     for (const token& t : uses) merge_token(tokens, t);
     b->tokens = std::move(tokens);
