@@ -1,0 +1,456 @@
+// streampool: the CUDA backend (see include/streampool/cuda.hpp and backend.hpp).
+//
+// Glossary
+//   primary context  the device's context shared with the CUDA runtime. Retained for the backend's
+//                    lifetime; made current on each calling thread (context_scope).
+//   event free list  released markers, kept for re-recording: cuEventCreate costs microseconds,
+//                    re-recording an idle event costs nothing extra. Re-recording is safe even if
+//                    an earlier cuStreamWaitEvent still refers to the event: a wait captures the
+//                    event's most recent record at the time of the wait call.
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "driver.hpp"
+#include "staging_ring.hpp"
+#include "streampool/cuda.hpp"
+
+#if defined(STREAMPOOL_HAVE_CUDA_KERNELS) && STREAMPOOL_HAVE_CUDA_KERNELS
+#include "kernels.hpp"
+#define STREAMPOOL_CUDA_KERNELS_ENABLED 1
+#else
+#define STREAMPOOL_CUDA_KERNELS_ENABLED 0
+#endif
+
+namespace streampool {
+namespace {
+
+namespace cu = detail::cu;
+
+constexpr std::size_t granularity = std::size_t{2} << 20;  // 2 MiB: the GPU's large page
+constexpr std::size_t staging_capacity = std::size_t{32} << 20;
+constexpr std::size_t max_idle_events = 1024;
+
+std::string printf_string(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string printf_string(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+[[noreturn]] void throw_cuda(const cu::driver& d, cu::result r, const std::string& what) {
+  throw backend_error("cuda: " + what + " failed: " + d.describe(r), "cuda", r);
+}
+
+/// Makes `ctx` current on this thread for the scope of one backend call. The common case (it is
+/// already current) costs one cuCtxGetCurrent. A thread with no current context gets ours set
+/// for good (nothing to disturb, and later calls are then cheap); a thread that has another
+/// context current (a user's, another device's) gets ours pushed and popped, so the user's
+/// state is left as it was.
+class context_scope {
+ public:
+  context_scope(const cu::driver& d, cu::context ctx) noexcept : d_(d) {
+    cu::context cur = nullptr;
+    if (d.ctx_get_current(&cur) != cu::success || cur == ctx) return;
+    if (cur == nullptr) {
+      (void)d.ctx_set_current(ctx);
+    } else {
+      pushed_ = d.ctx_push_current(ctx) == cu::success;
+    }
+  }
+  context_scope(const context_scope&) = delete;
+  context_scope& operator=(const context_scope&) = delete;
+  ~context_scope() {
+    if (pushed_) {
+      cu::context popped = nullptr;
+      (void)d_.ctx_pop_current(&popped);
+    }
+  }
+
+ private:
+  const cu::driver& d_;
+  bool pushed_ = false;
+};
+
+/// Errors from teardown paths (noexcept operations) that are neither success nor the driver
+/// shutting down at process exit are reported once on stderr: they mean a broken precondition or
+/// a sticky device error, and there is no caller to throw to.
+void report_teardown_error(const cu::driver& d, cu::result r, const char* what) noexcept {
+  if (r == cu::success || r == cu::error_deinitialized) return;
+  std::fprintf(stderr, "streampool: cuda: %s failed: %s\n", what, d.describe(r).c_str());
+}
+
+class cuda_backend final : public backend {
+ public:
+  cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total)
+      : backend("cuda",
+                backend_caps{/*device_wait=*/true, /*host_accessible=*/false, granularity, total}),
+        d_(d),
+        ordinal_(ordinal),
+        dev_(dev),
+        ctx_(ctx),
+        staging_(std::make_unique<detail::staging_ring>(d, staging_capacity)) {}
+
+  ~cuda_backend() override {
+    // Every stream is gone (each holds the backend), so no work is in flight. The staging ring
+    // and the events are released while our context is still retained and current.
+    {
+      context_scope cs(d_, ctx_);
+      for (cu::event e : idle_events_) (void)d_.event_destroy(e);
+      idle_events_.clear();
+      staging_.reset();
+    }
+    (void)d_.primary_ctx_release(dev_);
+  }
+
+ private:
+  void* do_allocate(std::size_t bytes) override {
+    context_scope cs(d_, ctx_);
+    cu::deviceptr p = 0;
+    cu::result r = d_.mem_alloc(&p, bytes);
+    if (r == cu::error_out_of_memory) return nullptr;
+    if (r != cu::success) {
+      throw_cuda(d_, r, printf_string("cuMemAlloc(%zu bytes) on device %d", bytes, ordinal_));
+    }
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a CUdeviceptr is an address held as an integer
+    if (p % granularity == 0) return reinterpret_cast<void*>(p);
+    // cuMemAlloc promises only 256-byte alignment; for sizes that are multiples of 2 MiB the
+    // driver hands out 2 MiB-aligned ranges in practice. Should it not, over-allocate by one
+    // granule and remember the real base (rare; the map is only consulted when non-empty).
+    (void)d_.mem_free(p);
+    r = d_.mem_alloc(&p, bytes + granularity);
+    if (r == cu::error_out_of_memory) return nullptr;
+    if (r != cu::success) {
+      throw_cuda(
+          d_, r,
+          printf_string("cuMemAlloc(%zu bytes) on device %d", bytes + granularity, ordinal_));
+    }
+    const cu::deviceptr aligned = (p + granularity - 1) / granularity * granularity;
+    try {
+      std::lock_guard<std::mutex> lk(unaligned_mu_);
+      unaligned_.emplace(aligned, p);
+      has_unaligned_.store(true, std::memory_order_release);
+    } catch (...) {
+      (void)d_.mem_free(p);
+      throw;
+    }
+    return reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
+  }
+
+  void do_deallocate(void* ptr, std::size_t) noexcept override {
+    if (ptr == nullptr) return;
+    context_scope cs(d_, ctx_);
+    auto p = reinterpret_cast<cu::deviceptr>(ptr);
+    if (has_unaligned_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lk(unaligned_mu_);
+      if (auto it = unaligned_.find(p); it != unaligned_.end()) {
+        p = it->second;
+        unaligned_.erase(it);
+      }
+    }
+    report_teardown_error(d_, d_.mem_free(p), "cuMemFree");
+  }
+
+  native_queue do_create_queue() override {
+    context_scope cs(d_, ctx_);
+    cu::stream s = nullptr;
+    const cu::result r = d_.stream_create(&s, cu::stream_non_blocking);
+    if (r != cu::success) throw_cuda(d_, r, printf_string("cuStreamCreate on device %d", ordinal_));
+    return s;
+  }
+
+  void do_destroy_queue(native_queue q) noexcept override {
+    context_scope cs(d_, ctx_);
+    report_teardown_error(d_, d_.stream_destroy(static_cast<cu::stream>(q)), "cuStreamDestroy");
+  }
+
+  void do_submit(native_queue q, const command& c) override {
+    context_scope cs(d_, ctx_);
+    auto s = static_cast<cu::stream>(q);
+    switch (c.kind) {
+      case command_kind::copy:
+        return submit_copy(s, c.copy);
+      case command_kind::fill:
+        return submit_fill(s, c.fill);
+      case command_kind::kernel:
+        return submit_kernel(s, c.kernel);
+    }
+    throw logic_error("cuda: submit: unknown command kind");
+  }
+
+  void submit_copy(cu::stream s, const copy_command& c) {
+    if (c.bytes == 0) return;
+    const auto dst = reinterpret_cast<cu::deviceptr>(c.dst);
+    const auto src = reinterpret_cast<cu::deviceptr>(c.src);
+    cu::result r = cu::success;
+    const char* what = "";
+    if (c.src_is_host && c.dst_is_host) {
+      // Host to host is ordered after the queue's earlier work (which may still be writing dst
+      // or src) by draining the queue first; it is never on a fast path.
+      what = "cuStreamSynchronize (host-to-host copy)";
+      r = d_.stream_synchronize(s);
+      if (r == cu::success) std::memmove(c.dst, c.src, c.bytes);
+    } else if (c.src_is_host) {
+      what = "cuMemcpyHtoDAsync (staged)";
+      r = staging_->upload(dst, c.src, c.bytes, s);
+    } else if (c.dst_is_host) {
+      // Pageable destination: the driver stages and completes it in stream order; the caller
+      // waits on a marker recorded after this copy before reading dst.
+      what = "cuMemcpyDtoHAsync";
+      r = d_.memcpy_dtoh_async(c.dst, src, c.bytes, s);
+    } else {
+      what = "cuMemcpyDtoDAsync";
+      r = d_.memcpy_dtod_async(dst, src, c.bytes, s);
+    }
+    if (r != cu::success) {
+      throw_cuda(d_, r,
+                 printf_string("%s(dst=%p, src=%p, %zu bytes) on device %d", what, c.dst, c.src,
+                               c.bytes, ordinal_));
+    }
+  }
+
+  void submit_fill(cu::stream s, const fill_command& f) {
+    if (f.count == 0) return;
+    const auto dst = reinterpret_cast<cu::deviceptr>(f.dst);
+    cu::result r = cu::success;
+    const char* what = "";
+    switch (f.element_size) {
+      case 1:
+        what = "cuMemsetD8Async";
+        r = d_.memset_d8_async(dst, static_cast<unsigned char>(f.pattern), f.count, s);
+        break;
+      case 2:
+        what = "cuMemsetD16Async";
+        r = d_.memset_d16_async(dst, static_cast<unsigned short>(f.pattern), f.count, s);
+        break;
+      case 4:
+        what = "cuMemsetD32Async";
+        r = d_.memset_d32_async(dst, static_cast<unsigned int>(f.pattern), f.count, s);
+        break;
+      case 8: {
+        const auto lo = static_cast<unsigned int>(f.pattern);
+        const auto hi = static_cast<unsigned int>(f.pattern >> 32);
+        if (lo == hi) {  // zero and other repeated words: one plain 32-bit memset
+          what = "cuMemsetD32Async";
+          r = d_.memset_d32_async(dst, lo, f.count * 2, s);
+          break;
+        }
+#if STREAMPOOL_CUDA_KERNELS_ENABLED
+        if (dst % 8 == 0) {
+          const int e = detail::cuda_fill8(f.dst, f.pattern, f.count, s);
+          if (e != 0) throw_kernel(e, printf_string("fill8(dst=%p, %zu elements)", f.dst, f.count));
+          return;
+        }
+#endif
+        // Two strided 32-bit memsets: a "2D" region of count rows of one word, pitch 8 bytes.
+        what = "cuMemsetD2D32Async";
+        r = d_.memset_d2d32_async(dst, 8, lo, 1, f.count, s);
+        if (r == cu::success) r = d_.memset_d2d32_async(dst + 4, 8, hi, 1, f.count, s);
+        break;
+      }
+      default:
+        throw logic_error(
+            printf_string("cuda: fill: element size %zu is not 1, 2, 4 or 8", f.element_size));
+    }
+    if (r != cu::success) {
+      throw_cuda(d_, r,
+                 printf_string("%s(dst=%p, %zu elements of %zu bytes) on device %d", what, f.dst,
+                               f.count, f.element_size, ordinal_));
+    }
+  }
+
+  static bool is_fold(op fn) {
+    return fn == op::add || fn == op::mul || fn == op::min || fn == op::max;
+  }
+  static bool is_unary(op fn) {
+    return fn == op::identity || fn == op::negate || fn == op::abs || fn == op::sqrt ||
+           fn == op::square;
+  }
+
+  void submit_kernel(cu::stream s, const kernel_command& k) {
+    // Reject combinations kernel.hpp does not define before anything reaches the device.
+    bool ok = static_cast<unsigned>(k.type) <= static_cast<unsigned>(dtype::u64) &&
+              k.in0 != nullptr && k.out != nullptr;
+    switch (k.kind) {
+      case kernel_kind::map_unary:
+        ok = ok && k.fn != op::axpy && (is_unary(k.fn) || k.has_scalar);
+        break;
+      case kernel_kind::map_binary:
+        ok = ok && !is_unary(k.fn) && k.in1 != nullptr;
+        break;
+      case kernel_kind::reduce:
+      case kernel_kind::inclusive_scan:
+      case kernel_kind::exclusive_scan:
+        ok = ok && is_fold(k.fn);
+        break;
+      default:
+        ok = false;
+    }
+    if (k.n == 0 && k.kind != kernel_kind::reduce) return;
+    if (!ok) {
+      throw logic_error(
+          printf_string("cuda: kernel kind %u with op %u, dtype %u%s is not defined",
+                        unsigned(k.kind), unsigned(k.fn), unsigned(k.type),
+                        k.kind == kernel_kind::map_unary && !k.has_scalar ? " and no scalar" : ""));
+    }
+#if STREAMPOOL_CUDA_KERNELS_ENABLED
+    const int e = detail::cuda_launch_kernel(k, s);
+    if (e != 0) {
+      throw_kernel(e, printf_string("kernel kind %u op %u dtype %u (n=%zu)", unsigned(k.kind),
+                                    unsigned(k.fn), unsigned(k.type), k.n));
+    }
+#else
+    (void)s;
+    throw backend_error("cuda: built without kernels (no CUDA compiler at build time)", "cuda", 0);
+#endif
+  }
+
+#if STREAMPOOL_CUDA_KERNELS_ENABLED
+  [[noreturn]] void throw_kernel(int e, const std::string& what) const {
+    throw backend_error(
+        printf_string("cuda: %s on device %d failed: %s (%d): %s", what.c_str(), ordinal_,
+                      detail::cuda_kernel_error_name(e), e, detail::cuda_kernel_error_string(e)),
+        "cuda", e);
+  }
+#endif
+
+  native_marker do_record(native_queue q) override {
+    context_scope cs(d_, ctx_);
+    cu::event e = take_event();
+    const cu::result r = d_.event_record(e, static_cast<cu::stream>(q));
+    if (r != cu::success) {
+      do_release_marker(e);
+      throw_cuda(d_, r, printf_string("cuEventRecord on device %d", ordinal_));
+    }
+    return e;
+  }
+
+  bool do_query(native_marker m) override {
+    context_scope cs(d_, ctx_);
+    const cu::result r = d_.event_query(static_cast<cu::event>(m));
+    if (r == cu::success) return true;
+    if (r == cu::error_not_ready) return false;
+    throw_cuda(d_, r, printf_string("cuEventQuery on device %d", ordinal_));
+  }
+
+  void do_wait_host(native_marker m) override {
+    context_scope cs(d_, ctx_);
+    const cu::result r = d_.event_synchronize(static_cast<cu::event>(m));
+    if (r != cu::success)
+      throw_cuda(d_, r, printf_string("cuEventSynchronize on device %d", ordinal_));
+  }
+
+  void do_wait_device(native_queue q, native_marker m) override {
+    context_scope cs(d_, ctx_);
+    const cu::result r =
+        d_.stream_wait_event(static_cast<cu::stream>(q), static_cast<cu::event>(m), 0);
+    if (r != cu::success)
+      throw_cuda(d_, r, printf_string("cuStreamWaitEvent on device %d", ordinal_));
+  }
+
+  void do_release_marker(native_marker m) noexcept override {
+    auto e = static_cast<cu::event>(m);
+    {
+      std::lock_guard<std::mutex> lk(events_mu_);
+      if (idle_events_.size() < max_idle_events) {
+        try {
+          idle_events_.push_back(e);
+          return;
+        } catch (...) {  // no memory for the list: destroy the event instead
+        }
+      }
+    }
+    context_scope cs(d_, ctx_);
+    report_teardown_error(d_, d_.event_destroy(e), "cuEventDestroy");
+  }
+
+  cu::event take_event() {
+    {
+      std::lock_guard<std::mutex> lk(events_mu_);
+      if (!idle_events_.empty()) {
+        cu::event e = idle_events_.back();
+        idle_events_.pop_back();
+        return e;
+      }
+    }
+    cu::event e = nullptr;
+    const cu::result r = d_.event_create(&e, cu::event_disable_timing);
+    if (r != cu::success) throw_cuda(d_, r, printf_string("cuEventCreate on device %d", ordinal_));
+    return e;
+  }
+
+  const cu::driver& d_;
+  const int ordinal_;
+  const cu::device dev_;
+  const cu::context ctx_;
+
+  std::mutex events_mu_;                // guards idle_events_
+  std::vector<cu::event> idle_events_;  // released markers, ready to re-record
+
+  std::atomic<bool> has_unaligned_{false};
+  std::mutex unaligned_mu_;                                     // guards unaligned_
+  std::unordered_map<cu::deviceptr, cu::deviceptr> unaligned_;  // aligned -> cuMemAlloc base
+
+  std::unique_ptr<detail::staging_ring> staging_;  // pinned uploads; reset before the context goes
+};
+
+const cu::driver* driver_or_throw() {
+  std::string why;
+  cu::result code = 0;
+  const cu::driver* d = cu::load(&why, &code);
+  if (d == nullptr) throw backend_error("cuda: not available: " + why, "cuda", code);
+  return d;
+}
+
+}  // namespace
+
+bool cuda_available() noexcept {
+  const cu::driver* d = cu::load();
+  int n = 0;
+  return d != nullptr && d->device_get_count(&n) == cu::success && n > 0;
+}
+
+int cuda_device_count() {
+  const cu::driver* d = cu::load();
+  int n = 0;
+  if (d == nullptr || d->device_get_count(&n) != cu::success) return 0;
+  return n;
+}
+
+std::shared_ptr<backend> make_cuda_backend(int ordinal) {
+  const cu::driver& d = *driver_or_throw();
+  int count = 0;
+  cu::result r = d.device_get_count(&count);
+  if (r != cu::success) throw_cuda(d, r, "cuDeviceGetCount");
+  if (ordinal < 0 || ordinal >= count) {
+    throw backend_error(printf_string("cuda: no device %d (%d devices)", ordinal, count), "cuda",
+                        101 /* CUDA_ERROR_INVALID_DEVICE */);
+  }
+  cu::device dev = 0;
+  r = d.device_get(&dev, ordinal);
+  if (r != cu::success) throw_cuda(d, r, printf_string("cuDeviceGet(%d)", ordinal));
+  std::size_t total = 0;
+  r = d.device_total_mem(&total, dev);
+  if (r != cu::success) throw_cuda(d, r, printf_string("cuDeviceTotalMem(device %d)", ordinal));
+  cu::context ctx = nullptr;
+  r = d.primary_ctx_retain(&ctx, dev);
+  if (r != cu::success)
+    throw_cuda(d, r, printf_string("cuDevicePrimaryCtxRetain(device %d)", ordinal));
+  try {
+    return std::make_shared<cuda_backend>(d, ordinal, dev, ctx, total);
+  } catch (...) {
+    (void)d.primary_ctx_release(dev);
+    throw;
+  }
+}
+
+}  // namespace streampool

@@ -1,0 +1,82 @@
+// streampool: the CUDA driver API, loaded at run time.
+//
+// Glossary
+//   driver table  the function pointers this backend uses, resolved once per process with
+//                 dlopen("libcuda.so.1") + dlsym of the versioned symbol names (cuMemAlloc_v2,
+//                 ...). The library never links libcuda, so it builds and loads on machines without
+//                 a GPU; a missing driver is reported as "not available".
+//
+// The few driver types and enum values used here are declared below instead of including cuda.h,
+// so that this translation unit compiles without a CUDA toolkit. Their values are part of the
+// driver's stable ABI.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace streampool::detail::cu {
+
+using result = int;                    // CUresult
+using device = int;                    // CUdevice
+using deviceptr = unsigned long long;  // CUdeviceptr (64-bit, the _v2 ABI)
+using context = struct CUctx_st*;      // CUcontext
+using stream = struct CUstream_st*;    // CUstream
+using event = struct CUevent_st*;      // CUevent
+
+// CUresult values this backend distinguishes.
+inline constexpr result success = 0;
+inline constexpr result error_out_of_memory = 2;
+inline constexpr result error_not_initialized = 3;
+inline constexpr result error_deinitialized = 4;  // the driver is shutting down (process exit)
+inline constexpr result error_not_ready = 600;
+
+inline constexpr unsigned stream_non_blocking = 0x1;   // CU_STREAM_NON_BLOCKING
+inline constexpr unsigned event_disable_timing = 0x2;  // CU_EVENT_DISABLE_TIMING
+
+/// The driver functions the backend calls. Every pointer is non-null once `load` succeeded.
+struct driver {
+  result (*init)(unsigned flags);
+  result (*driver_get_version)(int* version);
+  result (*get_error_name)(result r, const char** s);
+  result (*get_error_string)(result r, const char** s);
+  result (*device_get_count)(int* n);
+  result (*device_get)(device* d, int ordinal);
+  result (*device_total_mem)(std::size_t* bytes, device d);
+  result (*primary_ctx_retain)(context* c, device d);
+  result (*primary_ctx_release)(device d);
+  result (*ctx_get_current)(context* c);
+  result (*ctx_set_current)(context c);
+  result (*ctx_push_current)(context c);
+  result (*ctx_pop_current)(context* c);
+  result (*mem_alloc)(deviceptr* p, std::size_t bytes);
+  result (*mem_free)(deviceptr p);
+  result (*mem_alloc_host)(void** p, std::size_t bytes);
+  result (*mem_free_host)(void* p);
+  result (*stream_create)(stream* s, unsigned flags);
+  result (*stream_destroy)(stream s);
+  result (*stream_synchronize)(stream s);
+  result (*stream_wait_event)(stream s, event e, unsigned flags);
+  result (*event_create)(event* e, unsigned flags);
+  result (*event_record)(event e, stream s);
+  result (*event_query)(event e);
+  result (*event_synchronize)(event e);
+  result (*event_destroy)(event e);
+  result (*memcpy_htod_async)(deviceptr dst, const void* src, std::size_t bytes, stream s);
+  result (*memcpy_dtoh_async)(void* dst, deviceptr src, std::size_t bytes, stream s);
+  result (*memcpy_dtod_async)(deviceptr dst, deviceptr src, std::size_t bytes, stream s);
+  result (*memset_d8_async)(deviceptr dst, unsigned char v, std::size_t n, stream s);
+  result (*memset_d16_async)(deviceptr dst, unsigned short v, std::size_t n, stream s);
+  result (*memset_d32_async)(deviceptr dst, unsigned int v, std::size_t n, stream s);
+  result (*memset_d2d32_async)(deviceptr dst, std::size_t pitch, unsigned int v, std::size_t width,
+                               std::size_t height, stream s);
+
+  /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", or the bare number if the driver cannot say.
+  [[nodiscard]] std::string describe(result r) const;
+};
+
+/// The process-wide driver table, loaded and cuInit'ed on first call (thread-safe). nullptr when
+/// the driver cannot be loaded or initialised; then `*why` (if given) says why, and `*code` holds
+/// the CUresult of the failing call (0 for a dlopen/dlsym failure).
+[[nodiscard]] const driver* load(std::string* why = nullptr, result* code = nullptr) noexcept;
+
+}  // namespace streampool::detail::cu
