@@ -2,8 +2,8 @@
 //
 // Glossary
 //   driver   libcuda.so.1, loaded with dlopen on first use; the library never links it, so a
-//   program
-//            built with streampool runs on machines without CUDA and simply finds it unavailable.
+//            program built with streampool runs on machines without CUDA and simply finds it
+//            unavailable.
 //   queue    a CUstream created with CU_STREAM_NON_BLOCKING on the device's primary context.
 //   marker   a CUevent created with CU_EVENT_DISABLE_TIMING; released markers are kept in a small
 //            free list and re-recorded.
