@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "streampool/error.hpp"
 
@@ -202,6 +203,7 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
 
 void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache& /*cache*/) {
   const std::size_t chunk = class_size(cls);
+  const growing_scope growing(growing_);
   // Slabs hold at least eight chunks and at least 2 MiB, so that small classes amortise the
   // upstream call and large classes do not strand much memory in a half-used slab.
   std::size_t bytes =
@@ -289,6 +291,7 @@ void* pool_state::new_large_block(std::size_t size) {
   // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
   // memory on real traces, and every extra byte here is a byte of reserved-over-live.
   const std::size_t bytes = round_up(size, backend_->caps().granularity);
+  const growing_scope growing(growing_);
   void* base = grow(bytes);
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<large_segment>(base, bytes);
@@ -390,6 +393,12 @@ void* pool_state::with_reclaim(std::size_t bytes, Attempt&& attempt) {
     trim();
     if (void* p = attempt()) return p;
   }
+  // Another thread's growth counts against the limit from its reservation on, before its segment
+  // is visible to us. Wait until it is published, then look once more: a new slab has room for
+  // many chunks. Without this, threads that grow at once under a limit failed spuriously, with
+  // "reserved 0 bytes" in the message (found by the Python binding's many-thread upload test).
+  while (growing_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  if (void* p = attempt()) return p;
   throw_out_of_memory(bytes);
 }
 

@@ -150,6 +150,16 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::atomic<std::uint64_t> device_waits_{0}, host_waits_{0};
   std::atomic<std::uint64_t> upstream_allocations_{0}, upstream_deallocations_{0};
   std::atomic<std::uint64_t> reclaim_calls_{0};
+
+  // Threads between reserving upstream memory in grow() and publishing the new segment.
+  std::atomic<int> growing_{0};
+  struct growing_scope {
+    explicit growing_scope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+    ~growing_scope() { n_.fetch_sub(1, std::memory_order_release); }
+    growing_scope(const growing_scope&) = delete;
+    growing_scope& operator=(const growing_scope&) = delete;
+    std::atomic<int>& n_;
+  };
   std::atomic<std::uint64_t> same_stream_reuses_folded_{0};  // from caches pruned by trim()
 };
 
