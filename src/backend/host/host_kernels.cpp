@@ -51,7 +51,13 @@ T apply_unary(op fn, T x) {
     case op::abs:
       if constexpr (std::is_unsigned_v<T>) return x;
       else return x < T{0} ? static_cast<T>(-x) : x;
-    case op::sqrt: return static_cast<T>(std::sqrt(static_cast<double>(x)));
+    case op::sqrt:
+      // Same as the CUDA kernels: the square root of a negative integer is 0 (converting NaN to
+      // an integer would be undefined behaviour).
+      if constexpr (std::is_integral_v<T>) {
+        if (x <= T{0}) return T{0};
+      }
+      return static_cast<T>(std::sqrt(static_cast<double>(x)));
     case op::square: return static_cast<T>(x * x);
     default: STREAMPOOL_FAIL(format("op %d is not a unary operation", static_cast<int>(fn)));
   }
