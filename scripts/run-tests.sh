@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and tests streampool: the release preset, then ASan+UBSan, then TSan.
+# Builds and tests streampool: the release preset, then ASan+UBSan, then TSan, then (when clang
+# is installed) the fuzz preset's short libFuzzer run of the model fuzzer.
 #
 #   bash scripts/run-tests.sh
 #
@@ -19,11 +20,16 @@ elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
   presets=(release asan tsan)
+  # clang + libFuzzer: a short run of the model fuzzer (fuzz/, docs/testing.md).
+  if command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
 fi
 
 section "packages"
 packages=("${SP_BASE_PACKAGES[@]}")
 for p in "${presets[@]}"; do
+  if [[ ${p} == fuzz ]]; then
+    packages+=(clang)
+  fi
   if [[ ${p} == asan || ${p} == tsan ]]; then
     packages+=("${SP_SANITIZER_PACKAGES[@]}")
     break
@@ -46,7 +52,7 @@ run_preset() {
   cmake --build --preset "${preset}" -j "${SP_JOBS}" || return 1
   section "${preset}: test"
   local runner=()
-  if [[ ${preset} == asan || ${preset} == tsan ]]; then
+  if [[ ${preset} == asan || ${preset} == tsan || ${preset} == fuzz ]]; then
     runner=(without_aslr)
   fi
   set +e

@@ -650,7 +650,9 @@ class sequence {
   void fail(const std::string& m) {
     if (r_.ok) {
       r_.ok = false;
-      r_.failure = m;
+      // The oracle's first violation explains an exception that followed from it.
+      auto v = oracle_->violations();
+      r_.failure = v.empty() || m.rfind("oracle", 0) == 0 ? m : "oracle: " + v.front() + "\n  then: " + m;
     }
   }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "streampool/error.hpp"
+
 namespace streampool::model {
 namespace {
 
@@ -293,6 +295,11 @@ std::string hb_oracle::queue_name(native_queue q) {
   return it == queues_.end() ? "q?" : "q" + std::to_string(it->second);
 }
 
+bool hb_oracle::live(native_queue q) const {
+  std::lock_guard lock(mu_);
+  return queues_.count(q) != 0;
+}
+
 std::uint64_t hb_oracle::device_waits() const {
   std::lock_guard lock(mu_);
   return device_waits_;
@@ -328,6 +335,21 @@ void observing_backend::do_deallocate(void* p, std::size_t bytes) noexcept {
   inner_->deallocate(p, bytes);
 }
 
+namespace {
+// A destroyed queue must never reach the backend again (backend.hpp: "afterwards q is never
+// passed again"). This is the origin report's bug: a freed chunk kept its stream, and a later
+// allocation waited on that stream's destroyed queue. Report it and refuse the call, rather than
+// hand a dangling queue to the host backend.
+void require_live(hb_oracle& o, native_queue q, const char* call) {
+  if (o.live(q)) return;
+  const std::string m = std::string("backend ") + call + " on a destroyed (or unknown) queue " +
+                        std::to_string(reinterpret_cast<std::uintptr_t>(q)) +
+                        ": something kept a stream's queue past the stream's destruction";
+  o.violation(m);
+  throw logic_error(m);
+}
+}  // namespace
+
 native_queue observing_backend::do_create_queue() {
   native_queue q = inner_->create_queue();
   oracle_->on_create_queue(q);
@@ -335,16 +357,22 @@ native_queue observing_backend::do_create_queue() {
 }
 
 void observing_backend::do_destroy_queue(native_queue q) noexcept {
+  if (!oracle_->live(q)) {
+    oracle_->violation("backend destroy_queue on a queue already destroyed");
+    return;
+  }
   oracle_->on_destroy_queue(q);
   inner_->destroy_queue(q);
 }
 
 void observing_backend::do_submit(native_queue q, const command& c) {
+  require_live(*oracle_, q, "submit");
   oracle_->on_submit(q, c);
   inner_->submit(q, c);
 }
 
 native_marker observing_backend::do_record(native_queue q) {
+  require_live(*oracle_, q, "record");
   native_marker m = inner_->record(q);
   oracle_->on_record(q, m);
   return m;
@@ -362,6 +390,7 @@ void observing_backend::do_wait_host(native_marker m) {
 }
 
 void observing_backend::do_wait_device(native_queue q, native_marker m) {
+  require_live(*oracle_, q, "wait_device");
   if (caps().device_wait) {
     oracle_->on_wait_device(q, m);
     inner_->wait_device(q, m);

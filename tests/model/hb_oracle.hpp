@@ -77,6 +77,9 @@ class hb_oracle {
   [[nodiscard]] std::vector<content> expected(const void* p, std::size_t bytes);
   /// The oracle's number for a queue ("q3"), or "q?" when unknown.
   [[nodiscard]] std::string queue_name(native_queue q);
+  /// False for a queue never created or already destroyed (the origin report's crash is a call
+  /// on one: the observing backend refuses it instead of passing it on).
+  [[nodiscard]] bool live(native_queue q) const;
   [[nodiscard]] std::uint64_t device_waits() const;
   [[nodiscard]] std::size_t live_queues() const;
   [[nodiscard]] std::vector<std::string> violations() const;
