@@ -399,7 +399,33 @@ void* pool_state::with_reclaim(std::size_t bytes, Attempt&& attempt) {
   // "reserved 0 bytes" in the message (found by the Python binding's many-thread upload test).
   while (growing_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   if (void* p = attempt()) return p;
+  // Last resort: cached memory whose work is still pending (or only not yet known complete: an
+  // idle stream's last point is learnt only from a marker) cannot go back to the upstream without
+  // waiting, and a request of another size class cannot reuse it. An allocation may block (a free
+  // never does): wait for that work on the host, trim, and try once more.
+  if (wait_cached_work()) {
+    trim();
+    if (void* p = attempt()) return p;
+  }
   throw_out_of_memory(bytes);
+}
+
+bool pool_state::wait_cached_work() {
+  flush_caches();
+  token_set pending;
+  for (auto& l : shared_) {
+    std::lock_guard lock(l.mu);
+    for (auto& c : l.chunks)
+      for (auto& t : c.tokens) merge_token(pending, t);
+  }
+  {
+    std::lock_guard lock(large_mu_);
+    for (large_block* b : large_free_)
+      for (auto& t : b->tokens) merge_token(pending, t);
+  }
+  // No pool lock is held while waiting, so frees on other threads go on.
+  for (auto& t : pending) t.line->wait_host(t.at);
+  return !pending.empty();
 }
 
 void pool_state::throw_out_of_memory(std::size_t bytes) const {

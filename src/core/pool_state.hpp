@@ -107,6 +107,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) const;
   void flush_caches();
   void wait_all_pending();
+  /// Host-waits for the pending work of all cached memory (no lock held while waiting). Returns
+  /// false when there was none.
+  bool wait_cached_work();
   [[nodiscard]] std::size_t live_bytes() const;
   [[noreturn]] void bad_pointer(const void* p, const char* what) const;
 
