@@ -167,6 +167,16 @@ sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
         // Other streams may still use it: free behind their tokens. Tokens, never streams, so the
         // streams may be destroyed before the memory is reused.
         if (stream != nullptr) tokens.push_back(stream->s.ref().now());
+        // Record a marker for each point (never waits): without one, a later trim() could not
+        // learn that an idle stream's point completed, and memory freed here would stay cached
+        // through the out-of-memory ladder even though it is free to go back.
+        for (const streampool::token& t : tokens) {
+          try {
+            (void)t.line->marker_for(t.at);
+          } catch (...) {
+            // Only an optimisation for trim(); reuse still waits for the token.
+          }
+        }
         streampool::pool owner = a->owner;
         owner.deallocate(ptr, tokens);
       }
