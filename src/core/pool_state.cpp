@@ -433,13 +433,18 @@ void pool_state::throw_out_of_memory(std::size_t bytes) const {
   const std::size_t live = live_bytes();
   const std::size_t limit = limit_.load();
   const std::size_t cached = reserved > live ? reserved - live : 0;
+  std::size_t hooks = 0;
+  {
+    std::lock_guard lock(hooks_mu_);
+    hooks = hooks_.size();
+  }
   throw out_of_memory(
       format("streampool: out of memory on device %llu (%s): requested %zu bytes; limit %s; "
              "live %zu bytes, cached %zu bytes, reserved %zu bytes (after trimming the cache and "
              "running %zu reclaim hook(s))",
              static_cast<unsigned long long>(device_id_), backend_->name().c_str(), bytes,
              limit != 0 ? format("%zu bytes", limit).c_str() : "none (the device refused)", live,
-             cached, reserved, hooks_.size()),
+             cached, reserved, hooks),
       bytes, limit, live, cached);
 }
 

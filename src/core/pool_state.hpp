@@ -139,7 +139,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   mutable std::mutex caches_mu_;
   std::vector<std::shared_ptr<stream_cache>> caches_;
 
-  std::mutex hooks_mu_;
+  mutable std::mutex hooks_mu_;
   std::map<std::uint64_t, std::function<void(std::size_t)>> hooks_;
   std::uint64_t next_hook_ = 1;
 
