@@ -1,0 +1,29 @@
+// The conformance suites on the host backend: checking mode with delay injection, and the same
+// with device-side waits turned off (the host-wait fallback of backends that lack them).
+#include "conformance/array_conformance.hpp"
+#include "conformance/pool_conformance.hpp"
+
+namespace sp = streampool;
+
+template <bool DeviceWait>
+struct host_fixture {
+  static constexpr const char* name = DeviceWait ? "host" : "host (no device waits)";
+  static constexpr std::size_t busy_bytes = std::size_t{16} << 20;
+  static bool available() { return true; }
+  static sp::device make_device() {
+    return sp::device(sp::make_host_backend(
+        {.checking = true, .max_delay_us = 50, .seed = 42, .device_wait = DeviceWait}));
+  }
+  static std::vector<std::string> violations(const sp::device& d) {
+    return sp::host_violations(d.get_backend());
+  }
+  static std::optional<std::size_t> upstream_bytes(const sp::device& d) {
+    return sp::host_allocated_bytes(d.get_backend());
+  }
+};
+
+using host_fixtures = ::testing::Types<host_fixture<true>, host_fixture<false>>;
+namespace streampool::test {
+INSTANTIATE_TYPED_TEST_SUITE_P(Host, PoolConformance, host_fixtures);
+INSTANTIATE_TYPED_TEST_SUITE_P(Host, ArrayConformance, host_fixtures);
+}  // namespace streampool::test
