@@ -16,9 +16,13 @@ timeline::~timeline() = default;
 std::shared_ptr<marker> timeline::record_locked() {
   // Everything submitted before this marker belongs to the current epoch; later work to the next.
   const point p = epoch_.load(std::memory_order_relaxed);
+  // Advance the epoch *before* the marker is enqueued. Another thread may be submitting to this
+  // queue right now and will take its token (current()) after its submit returns: work enqueued
+  // after the marker must get point p + 1, or a wait for its token would be satisfied by a marker
+  // that precedes it in the queue. (The queue's lock orders this store before that submit.)
+  epoch_.store(p + 1, std::memory_order_release);
   auto m = std::make_shared<marker>(backend_, backend_->record(queue_));
   pending_.emplace_back(p, m);
-  epoch_.store(p + 1, std::memory_order_release);
   return m;
 }
 
