@@ -117,6 +117,35 @@ TEST(Invariant2DestructionOrder, EveryPermutationFromOtherThreads) {
   EXPECT_EQ(permutations, 120);
 }
 
+// A stream destroyed with work pending retires its timeline only after that work: its blocks,
+// freed with its tokens, are then reused by another stream with no wait and no race.
+TEST(Invariant2DestructionOrder, DestroyedStreamsBlocksAreReusedSafely) {
+  sp::device d(checked_backend(10));
+  sp::pool p(d);
+  sp::stream s2(d);
+  for (int i = 0; i < 5; ++i) {
+    void* a = nullptr;
+    sp::token t;
+    {
+      sp::stream s1(d);
+      void* busy = p.allocate(s1, busy_bytes);
+      a = p.allocate(s1, 2u << 20);
+      (void)sp::test::make_busy(s1, busy, busy_bytes);
+      fill_bytes(s1, a, 2u << 20, 0x31);
+      t = s1.ref().now();
+      p.deallocate(s1, busy);
+      std::thread([s = std::move(s1)]() mutable { sp::stream dying = std::move(s); }).join();
+    }
+    EXPECT_TRUE(t.line->retired());
+    p.deallocate(a, std::span<const sp::token>(&t, 1));
+    void* b = p.allocate(s2, 2u << 20);
+    fill_bytes(s2, b, 2u << 20, 0x32);
+    EXPECT_EQ(first_mismatch(read_bytes(s2, b, 2u << 20), 0x32), -1);
+    p.deallocate(s2, b);
+  }
+  EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
+}
+
 // The origin report's shape: a thread's default stream and its arrays die with the thread, while
 // the pool and device are dropped by the main thread at the same time.
 TEST(Invariant2DestructionOrder, ThreadDefaultStreamDiesWithItsArraysInFlight) {
