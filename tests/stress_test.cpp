@@ -16,7 +16,6 @@
 #include <optional>
 #include <random>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include "conformance/accessor.hpp"
@@ -38,17 +37,15 @@ double scale() {
 
 int scaled(int n) { return std::max(1, static_cast<int>(n * scale())); }
 
-struct raw_item {
-  void* p;
-  std::size_t bytes;
-  std::uint64_t cookie;
-  sp::token written;  // the producer's write
-};
-struct array_item {
+// One hand-over: a raw pool block (p, bytes, written) or an array.
+struct item {
+  std::uint64_t cookie = 0;
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  sp::token written;  // the producer's write (raw blocks)
+  bool is_array = false;
   sp::array<std::uint64_t> a;
-  std::uint64_t cookie;
 };
-using item = std::variant<raw_item, array_item>;
 
 // A mutex-protected hand-over queue: no sleeps; consumers take what is there.
 class mailbox {
@@ -97,7 +94,8 @@ void stress(bool device_wait, std::uint64_t seed) {
       std::mt19937_64 rng(seed * 1000 + static_cast<std::uint64_t>(t));
       std::vector<item> mine;  // received, to be freed in random order
       auto verify_and_keep = [&](item it) {
-        if (auto* r = std::get_if<raw_item>(&it)) {
+        if (!it.is_array) {
+          item* r = &it;
           s.wait(r->written);  // hand-over: this stream after the producer's write
           std::vector<std::uint64_t> host(r->bytes / 8);
           s.submit(sp::command::make(sp::copy_command{host.data(), r->p, r->bytes, false, true}));
@@ -108,12 +106,11 @@ void stress(bool device_wait, std::uint64_t seed) {
                                          << " bytes: cookie " << r->cookie << " lost";
           p.record_use(r->p, s.now());
         } else {
-          auto& a = std::get<array_item>(it);
-          const std::vector<std::uint64_t> host = a.a.download();  // ordered by the array layer
+          const std::vector<std::uint64_t> host = it.a.download();  // ordered by the array layer
           const auto bad = std::find_if(host.begin(), host.end(),
-                                        [&](std::uint64_t x) { return x != a.cookie; });
+                                        [&](std::uint64_t x) { return x != it.cookie; });
           EXPECT_TRUE(bad == host.end())
-              << "array of " << host.size() << " cookie " << a.cookie << ": element "
+              << "array of " << host.size() << " cookie " << it.cookie << ": element "
               << (bad - host.begin()) << " is " << (bad == host.end() ? 0 : *bad);
         }
         verified.fetch_add(1);
@@ -125,9 +122,10 @@ void stress(bool device_wait, std::uint64_t seed) {
         item it = std::move(mine[i]);
         mine[i] = std::move(mine.back());
         mine.pop_back();
-        if (auto* r = std::get_if<raw_item>(&it)) {
+        if (!it.is_array) {
+          item* r = &it;
           if (rng() % 2 == 0) {
-            p.deallocate(s, r->p);  // stream-ordered (the producer's use was recorded)
+            p.deallocate(s, r->p);  // stream-ordered: s is after the producer and its own read
           } else {
             const sp::token tk[2] = {r->written, s.now()};
             p.deallocate(r->p, tk);  // with tokens, like a finaliser
@@ -138,18 +136,16 @@ void stress(bool device_wait, std::uint64_t seed) {
         const std::uint64_t cookie = (seed << 40) ^ (static_cast<std::uint64_t>(t) << 32) ^
                                      static_cast<std::uint64_t>(i) ^ 0x0123456789ull;
         const std::size_t bytes = random_size(rng);
-        item it;
+        const auto to = static_cast<std::size_t>((t + 1 + static_cast<int>(rng() % (threads - 1))) % threads);
         if (rng() % 2 == 0) {
           void* q = p.allocate(s, bytes);
           s.submit(sp::command::make(sp::fill_command{q, cookie, 8, bytes / 8}));
-          it = raw_item{q, bytes, cookie, s.now()};
+          boxes[to].put(item{cookie, q, bytes, s.now(), false, {}});
         } else {
           sp::array<std::uint64_t> a(bytes / 8, p);
           a.fill(cookie);
-          it = array_item{std::move(a), cookie};
+          boxes[to].put(item{cookie, nullptr, 0, {}, true, std::move(a)});
         }
-        const auto to = static_cast<std::size_t>((t + 1 + static_cast<int>(rng() % (threads - 1))) % threads);
-        boxes[to].put(std::move(it));
         while (auto got = boxes[static_cast<std::size_t>(t)].take()) verify_and_keep(std::move(*got));
         while (mine.size() > 8) free_one();
       }
@@ -166,7 +162,8 @@ void stress(bool device_wait, std::uint64_t seed) {
     sp::stream_scope scope(s);
     for (auto& box : boxes) {
       while (auto got = box.take()) {
-        if (auto* r = std::get_if<raw_item>(&*got)) {
+        if (!got->is_array) {
+          item* r = &*got;
           s.ref().wait(r->written);
           std::vector<std::uint64_t> host(r->bytes / 8);
           s.ref().submit(sp::command::make(sp::copy_command{host.data(), r->p, r->bytes, false, true}));
@@ -175,10 +172,9 @@ void stress(bool device_wait, std::uint64_t seed) {
                                   [&](std::uint64_t x) { return x == r->cookie; }));
           p.deallocate(s, r->p);
         } else {
-          auto& a = std::get<array_item>(*got);
-          const auto host = a.a.download();
+          const auto host = got->a.download();
           EXPECT_TRUE(std::all_of(host.begin(), host.end(),
-                                  [&](std::uint64_t x) { return x == a.cookie; }));
+                                  [&](std::uint64_t x) { return x == got->cookie; }));
         }
         verified.fetch_add(1);
       }
