@@ -774,7 +774,10 @@ std::size_t pool_state::trim() {
 }
 
 void pool_state::release_segment(segment* seg) {
-  std::unique_ptr<segment> owned;
+  // Owned by its own type: segment has no virtual destructor, so deleting a slab through a
+  // segment pointer would skip ~slab (leaking its state array; undefined behaviour).
+  std::unique_ptr<slab> owned_slab;
+  std::unique_ptr<large_segment> owned_large;
   {
     std::lock_guard lock(segments_mu_);
     map_.erase(seg->base, seg->bytes);
@@ -782,15 +785,15 @@ void pool_state::release_segment(segment* seg) {
     reserved_now_.store(reserved_);
     if (seg->kind == segment_kind::slab) {
       auto it = slabs_.find(seg->base);
-      owned = std::move(it->second);
+      owned_slab = std::move(it->second);
       slabs_.erase(it);
     } else {
       auto it = large_segments_.find(seg->base);
-      owned = std::move(it->second);
+      owned_large = std::move(it->second);
       large_segments_.erase(it);
     }
   }
-  backend_->deallocate(owned->base, owned->bytes);
+  backend_->deallocate(seg->base, seg->bytes);
   upstream_deallocations_.fetch_add(1, std::memory_order_relaxed);
 }
 
