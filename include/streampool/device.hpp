@@ -30,7 +30,7 @@ class STREAMPOOL_EXPORT device {
 
   [[nodiscard]] backend& get_backend() const noexcept;
   [[nodiscard]] const std::shared_ptr<backend>& backend_ptr() const noexcept;
-  [[nodiscard]] std::uint64_t id() const noexcept;
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
   /// The device's default pool, created on first use.
   [[nodiscard]] pool default_pool() const;
 
@@ -39,10 +39,11 @@ class STREAMPOOL_EXPORT device {
   [[nodiscard]] const std::shared_ptr<detail::device_state>& state() const noexcept {
     return state_;
   }
-  explicit device(std::shared_ptr<detail::device_state> s) : state_(std::move(s)) {}
+  explicit device(std::shared_ptr<detail::device_state> s);
 
  private:
   std::shared_ptr<detail::device_state> state_;
+  std::uint64_t id_ = 0;  // copy of the state's id, read on every allocation
 };
 
 }  // namespace streampool

@@ -48,16 +48,25 @@ class STREAMPOOL_EXPORT stream {
   std::unique_ptr<impl> impl_;
 };
 
+/// A stream's state. Public only so that stream_ref's accessors inline into the pool's fast path.
+struct stream::impl {
+  device dev;
+  std::shared_ptr<timeline> line;
+  bool owns_queue;
+};
+
 class STREAMPOOL_EXPORT stream_ref {
  public:
   explicit stream_ref(const stream::impl* i) noexcept : impl_(i) {}
   stream_ref(int) = delete;             // NOLINT: closes off stream_ref(0)
   stream_ref(std::nullptr_t) = delete;  // NOLINT
 
-  [[nodiscard]] const device& get_device() const noexcept;
-  [[nodiscard]] timeline& get_timeline() const noexcept;
-  [[nodiscard]] const std::shared_ptr<timeline>& timeline_ptr() const noexcept;
-  [[nodiscard]] native_queue native() const noexcept;
+  [[nodiscard]] const device& get_device() const noexcept { return impl_->dev; }
+  [[nodiscard]] timeline& get_timeline() const noexcept { return *impl_->line; }
+  [[nodiscard]] const std::shared_ptr<timeline>& timeline_ptr() const noexcept {
+    return impl_->line;
+  }
+  [[nodiscard]] native_queue native() const noexcept { return impl_->line->queue_for_submit(); }
   /// A token covering all work submitted to the stream so far.
   [[nodiscard]] token now() const;
   /// Enqueues a command.

@@ -95,6 +95,12 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// The per-pool cache of blocks freed on this timeline (created on first use). Lock-free
   /// lookup for the first pool used with this timeline.
   [[nodiscard]] detail::stream_cache* cache_for(detail::pool_state& pool);
+  /// The fast path of cache_for: the first pool's cache, or nullptr.
+  [[nodiscard]] detail::stream_cache* first_cache(std::uint64_t pool_id) const noexcept {
+    return first_cache_pool_.load(std::memory_order_acquire) == pool_id
+               ? first_cache_.load(std::memory_order_acquire)
+               : nullptr;
+  }
 
  private:
   std::shared_ptr<marker> record_locked();

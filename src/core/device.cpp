@@ -19,6 +19,12 @@ device_state::device_state(std::shared_ptr<backend> b)
 device::device(std::shared_ptr<backend> b) {
   STREAMPOOL_EXPECTS(b != nullptr, "device: null backend");
   state_ = std::make_shared<detail::device_state>(std::move(b));
+  id_ = state_->id;
+}
+
+device::device(std::shared_ptr<detail::device_state> s) : state_(std::move(s)) {
+  STREAMPOOL_EXPECTS(state_ != nullptr, "device: null state");
+  id_ = state_->id;
 }
 
 device device::host() {
@@ -30,7 +36,6 @@ device device::host() {
 
 backend& device::get_backend() const noexcept { return *state_->backend_ptr; }
 const std::shared_ptr<backend>& device::backend_ptr() const noexcept { return state_->backend_ptr; }
-std::uint64_t device::id() const noexcept { return state_->id; }
 
 pool device::default_pool() const {
   std::lock_guard lock(state_->mu);

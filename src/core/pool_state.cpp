@@ -131,7 +131,9 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   check_request(s, bytes);
   if (bytes > options_.small_max) return allocate_large(s, bytes);
   const std::size_t cls = class_of(bytes);
-  stream_cache& c = *s.get_timeline().cache_for(*this);
+  timeline& line = s.get_timeline();
+  stream_cache* cp = line.first_cache(id_);
+  stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
   c.mu.lock();
   auto& bin = c.bins[cls];
   if (!bin.empty()) [[likely]] {
@@ -144,7 +146,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
                         std::memory_order_relaxed);
     c.allocated_bytes.store(c.allocated_bytes.load(std::memory_order_relaxed) + size,
                             std::memory_order_relaxed);
-    e.owner->states[e.owner->index_of(e.p)].store(chunk_live, std::memory_order_release);
+    e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
     c.mu.unlock();
     return e.p;
   }
@@ -155,6 +157,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
 void* pool_state::allocate_small(stream_ref s, std::size_t cls, stream_cache& cache) {
   return with_reclaim(class_size(cls), [&]() -> void* {
     if (void* p = try_shared_small(s, cls)) return p;
+    if (void* p = try_steal(s, cls)) return p;
     return new_slab_chunk(s, cls, cache);
   });
 }
@@ -180,7 +183,7 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
     // 2. A chunk never handed out, from a slab already reserved.
     if (taken.p == nullptr && !l.carving.empty()) {
       slab* sl = l.carving.back();
-      taken = {sl->chunk_at(sl->carved), sl, {}};
+      taken = {sl->chunk_at(sl->carve_index(sl->carved)), sl, {}};
       if (++sl->carved == sl->chunks) l.carving.pop_back();
       fresh = true;
     }
@@ -197,8 +200,40 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
   (fresh ? fresh_allocations_ : waited ? waited_reuses_ : ready_reuses_).fetch_add(1);
   allocations_.fetch_add(1, std::memory_order_relaxed);
   allocated_bytes_.fetch_add(class_size(cls), std::memory_order_relaxed);
-  taken.owner->states[taken.owner->index_of(taken.p)].store(chunk_live, std::memory_order_release);
+  taken.owner->state(taken.owner->index_of(taken.p)).store(chunk_live, std::memory_order_release);
   return taken.p;
+}
+
+void* pool_state::try_steal(stream_ref s, std::size_t cls) {
+  // Before growing: a chunk another stream freed and keeps in its own cache. Its work may still
+  // run, so s waits for it on the device; that is the cross-stream reuse the pool prefers to new
+  // memory. Other caches are only try-locked: a busy one is skipped, never waited for.
+  const timeline* me = &s.get_timeline();
+  std::vector<std::shared_ptr<stream_cache>> caches;
+  {
+    std::lock_guard lock(caches_mu_);
+    caches = caches_;
+  }
+  for (auto& c : caches) {
+    if (c->timeline_id() == me->id()) continue;
+    std::unique_lock lock(c->mu, std::try_to_lock);
+    if (!lock.owns_lock() || c->detached || c->orphaned || c->bins[cls].empty()) continue;
+    auto& bin = c->bins[cls];
+    const stream_cache::entry e = bin.front();  // the oldest: the likeliest to be complete
+    bin.erase(bin.begin());
+    c->bin_bytes[cls] -= class_size(cls);
+    auto line = c->line.lock();
+    lock.unlock();
+    token_set tokens;
+    if (line) merge_token(tokens, token{line, e.at});
+    const bool waited = order_after(s, tokens);
+    (waited ? waited_reuses_ : ready_reuses_).fetch_add(1, std::memory_order_relaxed);
+    allocations_.fetch_add(1, std::memory_order_relaxed);
+    allocated_bytes_.fetch_add(class_size(cls), std::memory_order_relaxed);
+    e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+    return e.p;
+  }
+  return nullptr;
 }
 
 void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache& /*cache*/) {
@@ -221,7 +256,7 @@ void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();
   sl->carved = 1;  // not yet visible to anyone: no lock needed
-  sl->states[0].store(chunk_live, std::memory_order_release);
+  sl->state(sl->carve_index(0)).store(chunk_live, std::memory_order_release);
   {
     std::lock_guard lock(segments_mu_);
     map_.insert(base, bytes, sl);
@@ -516,7 +551,7 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   }
   // The exchange makes a double free (even a racing one) fail for exactly one caller, before
   // anything else changes.
-  const std::uint8_t old = sl.states[i].exchange(chunk_free, std::memory_order_acq_rel);
+  const std::uint8_t old = sl.state(i).exchange(chunk_free, std::memory_order_acq_rel);
   if (old == chunk_free) {
     STREAMPOOL_FAIL(format("deallocate: %s (block of %zu bytes in pool %llu) is not allocated: "
                            "double free",
@@ -540,7 +575,8 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
     return;
   }
   timeline& line = s->get_timeline();
-  stream_cache& c = *line.cache_for(*this);
+  stream_cache* cp = line.first_cache(id_);
+  stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
   std::lock_guard lock(c.mu);
   c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
@@ -641,7 +677,7 @@ void pool_state::record_use(void* p, const token& use) {
   }
   auto& sl = static_cast<slab&>(*seg);
   const std::size_t i = sl.index_of(p);
-  std::uint8_t state = sl.states[i].load(std::memory_order_acquire);
+  std::uint8_t state = sl.state(i).load(std::memory_order_acquire);
   STREAMPOOL_EXPECTS(sl.chunk_at(i) == p && state != chunk_free,
                      format("record_use: %s is not the start of a live block of pool %llu",
                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
@@ -652,7 +688,7 @@ void pool_state::record_use(void* p, const token& use) {
   // Flag it so the fast free path looks in the side table; a free racing with this is the
   // caller's bug (a use recorded on memory being freed), and at worst leaves a stale entry that
   // the next free of the same address takes.
-  sl.states[i].compare_exchange_strong(state, chunk_live_with_uses, std::memory_order_acq_rel);
+  sl.state(i).compare_exchange_strong(state, chunk_live_with_uses, std::memory_order_acq_rel);
 }
 
 // ---- queries, trim, statistics ----------------------------------------------------------------
@@ -663,7 +699,7 @@ std::size_t pool_state::block_size(const void* p) const {
   if (seg->kind == segment_kind::slab) {
     auto& sl = static_cast<slab&>(*seg);
     const std::size_t i = sl.index_of(p);
-    STREAMPOOL_EXPECTS(sl.chunk_at(i) == p && sl.states[i].load() != chunk_free,
+    STREAMPOOL_EXPECTS(sl.chunk_at(i) == p && sl.state(i).load() != chunk_free,
                        format("block_size: %s is not a live block", format_ptr(p).c_str()));
     return sl.chunk_size;
   }
@@ -680,7 +716,7 @@ bool pool_state::owns(const void* p) const noexcept {
   if (seg->kind == segment_kind::slab) {
     auto& sl = static_cast<slab&>(*seg);
     const std::size_t i = sl.index_of(p);
-    return sl.chunk_at(i) == p && sl.states[i].load() != chunk_free;
+    return sl.chunk_at(i) == p && sl.state(i).load() != chunk_free;
   }
   std::lock_guard lock(large_mu_);
   return large_live_.count(p) != 0;

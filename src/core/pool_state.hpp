@@ -86,6 +86,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void* allocate_small(stream_ref s, std::size_t cls, stream_cache& cache);
   void* allocate_large(stream_ref s, std::size_t bytes);
   void* try_shared_small(stream_ref s, std::size_t cls);
+  void* try_steal(stream_ref s, std::size_t cls);
   void* try_large_free_list(stream_ref s, std::size_t size);
   void* new_slab_chunk(stream_ref s, std::size_t cls, stream_cache& cache);
   void* new_large_block(std::size_t size);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "streampool/timeline.hpp"
@@ -37,8 +38,26 @@ struct slab : segment {
         size_class(cls),
         chunk_size(chunk),
         chunks(n / chunk),
-        states(new std::atomic<std::uint8_t>[n / chunk]) {
-    for (std::size_t i = 0; i < chunks; ++i) states[i].store(chunk_free, std::memory_order_relaxed);
+        // Threads on their own streams each keep reusing their own chunk; if two of those chunks'
+        // state bytes shared a cache line, every alloc and free would bounce it between cores.
+        // Few chunks: give each state byte its own line. Many: carve in a stride that puts
+        // consecutive carves (likely different threads) at least 64 states apart.
+        state_stride(chunks <= 128 ? 64 : 1),
+        carve_step(chunks <= 128 ? 1 : coprime_step(chunks)),
+        states(new std::atomic<std::uint8_t>[chunks * state_stride]) {
+    for (std::size_t i = 0; i < chunks; ++i) state(i).store(chunk_free, std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::atomic<std::uint8_t>& state(std::size_t i) const noexcept {
+    return states[i * state_stride];
+  }
+  /// The index of the k-th chunk carved: a bijection on [0, chunks).
+  [[nodiscard]] std::size_t carve_index(std::size_t k) const noexcept {
+    return (k * carve_step) % chunks;
+  }
+  static std::size_t coprime_step(std::size_t n) noexcept {
+    std::size_t p = 65;
+    while (std::gcd(p, n) != 1) ++p;
+    return p;
   }
   [[nodiscard]] void* chunk_at(std::size_t i) const noexcept {
     return static_cast<std::byte*>(base) + i * chunk_size;
@@ -51,6 +70,8 @@ struct slab : segment {
   std::size_t size_class;
   std::size_t chunk_size;
   std::size_t chunks;
+  std::size_t state_stride;
+  std::size_t carve_step;
   std::size_t carved = 0;  // chunks [0, carved) were handed out at least once; guarded by the
                            // class list lock
   std::unique_ptr<std::atomic<std::uint8_t>[]> states;

@@ -6,12 +6,6 @@
 
 namespace streampool {
 
-struct stream::impl {
-  device dev;
-  std::shared_ptr<timeline> line;
-  bool owns_queue;
-};
-
 namespace {
 
 // Per thread: the stream_scope stack (innermost last) and the default streams. The default
@@ -62,10 +56,6 @@ void stream::synchronize() const { ref().synchronize(); }
 const std::shared_ptr<timeline>& stream::get_timeline() const noexcept { return impl_->line; }
 const device& stream::get_device() const noexcept { return impl_->dev; }
 
-const device& stream_ref::get_device() const noexcept { return impl_->dev; }
-timeline& stream_ref::get_timeline() const noexcept { return *impl_->line; }
-const std::shared_ptr<timeline>& stream_ref::timeline_ptr() const noexcept { return impl_->line; }
-native_queue stream_ref::native() const noexcept { return impl_->line->queue_for_submit(); }
 
 token stream_ref::now() const { return token{impl_->line, impl_->line->current()}; }
 

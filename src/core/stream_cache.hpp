@@ -25,7 +25,9 @@ namespace streampool::detail {
 class pool_state;
 struct slab;
 
-class stream_cache {
+// Cache-line aligned: each thread's stream cache is written on every alloc and free, and must not
+// share a line with another thread's.
+class alignas(64) stream_cache {
  public:
   struct entry {
     void* p;
