@@ -490,6 +490,50 @@ int main(int argc, char** argv) {
       "\n(device-side wait: streampool from its statistics; 'implied' = same memory "
       "without blocking the host, which needs a device-side wait)\n");
 
+  // 3b. The same, when the pool has no other free memory for B: a fresh pool whose only slab
+  // of the 1 MiB class (8 chunks) is held by A, one chunk freed behind the kernel. streampool
+  // then hands B that busy block with a device-side wait instead of growing.
+  {
+    const int trials = quick ? 3 : 9;
+    pool p3(cuda_device::get());
+    stream a(cuda_device::get());
+    std::vector<double> lat;
+    int same = 0, blocked = 0;
+    std::uint64_t waits = 0;
+    std::size_t reserved0 = 0;
+    for (int t = 0; t < trials; ++t) {
+      std::vector<void*> held;
+      for (int i = 0; i < 8; ++i) held.push_back(p3.allocate(a, cross_bytes));
+      if (t == 0) reserved0 = p3.statistics().reserved_bytes;
+      void* busy = held.back();
+      held.pop_back();
+      BENCH_CUDA(streampool_bench_spin(static_cast<cudaStream_t>(a.ref().native()), spin_ns, busy));
+      p3.deallocate(a, busy);
+      stream b(cuda_device::get());
+      const auto w0 = p3.statistics().device_waits;
+      const auto t0 = clock_type::now();
+      void* q = p3.allocate(b, cross_bytes);
+      lat.push_back(seconds_since(t0) * 1e6);
+      if (cudaStreamQuery(static_cast<cudaStream_t>(a.ref().native())) != cudaErrorNotReady)
+        ++blocked;
+      waits += p3.statistics().device_waits - w0;
+      if (q == busy) ++same;
+      p3.deallocate(b, q);
+      b.synchronize();
+      a.synchronize();
+      for (void* h : held) p3.deallocate(a, h);
+    }
+    const double growth =
+        static_cast<double>(p3.statistics().reserved_bytes - reserved0) / (1 << 20);
+    std::printf(
+        "\n### 3b. cross-stream reuse with no other free memory (streampool only): 8 x 1 MiB held "
+        "on A, one freed behind the kernel, then 1 MiB on a fresh stream B\n\n"
+        "| allocator | same memory | device-side waits | host blocked | alloc latency us | pool "
+        "growth MiB |\n|---|---|---:|---|---:|---:|\n| streampool | %d/%d | %llu | %d/%d | %.2f | "
+        "%.1f |\n",
+        same, trials, static_cast<unsigned long long>(waits), blocked, trials, median(lat), growth);
+  }
+
   const auto st = sp_pool.statistics();
   std::printf(
       "\nstreampool pool at the end: reserved %zu MiB (peak %zu MiB), %llu upstream "
