@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Packs what scripts/device-check.sh needs into .gpurun/ (git-ignored): the GPU machine has CUDA,
+# CMake and PyTorch but no GoogleTest, so the test programs are built here and carried.
+#   bash scripts/device-pack.sh       (after: cmake --build --preset release)
+# Also builds build/fault: the library with STREAMPOOL_FAULT_SKIP_DEVICE_WAIT=ON, which the same
+# test programs load instead, to show that the tests catch a missing device-side wait.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cmake -S . -B build/fault -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMPOOL_BUILD_TESTS=OFF \
+  -DSTREAMPOOL_BUILD_BENCHMARKS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=OFF \
+  -DSTREAMPOOL_FAULT_SKIP_DEVICE_WAIT=ON >/dev/null
+cmake --build build/fault --target streampool -j "$(nproc)"
+rm -rf .gpurun && mkdir -p .gpurun/bin .gpurun/lib .gpurun/faultlib .gpurun/data
+grep -qx '/.gpurun/' .git/info/exclude 2>/dev/null || echo '/.gpurun/' >>.git/info/exclude
+for t in build/release/tests/*_test build/release/tests/c_api_*; do
+  [[ -x ${t} && -f ${t} ]] && strip --strip-debug -o ".gpurun/bin/$(basename "${t}")" "${t}"
+done
+strip --strip-debug -o .gpurun/lib/libstreampool.so.0 build/release/libstreampool.so.0.*
+strip --strip-debug -o .gpurun/faultlib/libstreampool.so.0 build/fault/libstreampool.so.0.*
+trace=../shared/data/trace-gpt2.txt.gz
+[[ -f ${trace} ]] && cp "${trace}" .gpurun/data/
+du -sh .gpurun
