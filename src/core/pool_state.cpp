@@ -275,12 +275,50 @@ void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache
 void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   const std::size_t size = round_up(bytes, min_block);
   return with_reclaim(size, [&]() -> void* {
-    if (void* p = try_large_free_list(s, size)) return p;
-    return new_large_block(size);
+    if (void* p = try_large_free_list(s, size, /*split_big=*/false)) return p;
+    // Growth policy, rule 1: before growing, give back every wholly free large segment. A growth
+    // happens only when no free block fits (or rule 2 refused one), so these segments are
+    // stranded memory: returning them first keeps peak reserved near peak live instead of
+    // stacking the new segment on top of them. Growing may block anyway (the upstream call is
+    // slow; cuMemFree synchronises), so host-waiting for their work here is allowed, and it is
+    // what makes the result deterministic (no dependence on when a marker happens to complete).
+    give_back_free_segments();
+    if (void* p = new_large_block(size)) return p;
+    // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
+    // failing.
+    return try_large_free_list(s, size, /*split_big=*/true);
   });
 }
 
-void* pool_state::try_large_free_list(stream_ref s, std::size_t size) {
+void pool_state::give_back_free_segments() {
+  std::vector<large_block*> whole;
+  {
+    std::lock_guard lock(large_mu_);
+    for (auto it = large_free_.begin(); it != large_free_.end();) {
+      large_block* b = *it;
+      if (b->prev == nullptr && b->next == nullptr) {
+        whole.push_back(b);
+        it = large_free_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Out of the free set, nobody else can take them; no lock is held while waiting. Memory goes
+  // back to the upstream only after its pending work is complete (invariant 1).
+  for (large_block* b : whole) {
+    for (const token& t : b->tokens) {
+      if (t.line->completed() >= t.at) continue;
+      t.line->wait_host(t.at);
+      host_waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    segment* seg = b->seg;
+    delete b;
+    release_segment(seg);
+  }
+}
+
+void* pool_state::try_large_free_list(stream_ref s, std::size_t size, bool split_big) {
   const timeline* me = &s.get_timeline();
   token_set waits;
   large_block* pick = nullptr;
@@ -292,6 +330,12 @@ void* pool_state::try_large_free_list(stream_ref s, std::size_t size) {
     // Best fit among blocks that need no wait; else the best fit, behind a device-side wait.
     for (auto it = large_free_.lower_bound(&probe); it != large_free_.end() && scanned < 16;
          ++it, ++scanned) {
+      // Rule 2: do not split a big free block (>= big_block) for a request under half of it;
+      // grow instead. Cutting a small request out of a big block leaves a remainder just too
+      // small for the next big request of the same size (on the GPT-2 trace: a 393 MiB request
+      // split a free 786 MiB segment, and the next 785 MiB request grew a new one). The set is
+      // ordered by size, so every later block is big too.
+      if (!split_big && (*it)->size >= big_block && size < (*it)->size / 2) break;
       if (all_ready_for((*it)->tokens, me)) {
         pick = *it;
         break;
@@ -325,9 +369,19 @@ void* pool_state::try_large_free_list(stream_ref s, std::size_t size) {
 void* pool_state::new_large_block(std::size_t size) {
   // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
   // memory on real traces, and every extra byte here is a byte of reserved-over-live.
-  const std::size_t bytes = round_up(size, backend_->caps().granularity);
+  const std::size_t g = backend_->caps().granularity;
+  std::size_t bytes = round_up(size, g);
   const growing_scope growing(growing_);
-  void* base = grow(bytes);
+  void* base = nullptr;
+  // Rule 3: a mid-size request that is not a multiple of the granularity gets a shared segment
+  // of mid_segment bytes, which later mid-size requests fill. A segment each would strand its
+  // rounding tail (up to a granule per request), a tail no later request <= small_max uses and
+  // few large ones fit; on the GPT-2 trace those tails were a quarter of a GiB at the peak.
+  if (bytes != size && size <= mid_max && mid_segment >= 2 * bytes) {
+    base = grow(round_up(mid_segment, g));
+    if (base != nullptr) bytes = round_up(mid_segment, g);
+  }
+  if (base == nullptr) base = grow(bytes);  // also when the limit refuses the shared segment
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<large_segment>(base, bytes);
   large_segment* seg = owned.get();

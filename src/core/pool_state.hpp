@@ -82,12 +82,21 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
     }
   };
 
+  // Large-block policy (see allocate_large and new_large_block for why).
+  static constexpr std::size_t big_block = std::size_t{128} << 20;   // rule 2
+  static constexpr std::size_t mid_max = std::size_t{16} << 20;      // rule 3
+  static constexpr std::size_t mid_segment = std::size_t{64} << 20;  // rule 3
+
   void check_request(stream_ref s, std::size_t bytes) const;
   void* allocate_small(stream_ref s, std::size_t cls, stream_cache& cache);
   void* allocate_large(stream_ref s, std::size_t bytes);
   void* try_shared_small(stream_ref s, std::size_t cls);
   void* try_steal(stream_ref s, std::size_t cls);
-  void* try_large_free_list(stream_ref s, std::size_t size);
+  /// split_big: whether a big block may be split for a small request (rule 2, allocate_large).
+  void* try_large_free_list(stream_ref s, std::size_t size, bool split_big);
+  /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
+  /// Only before a growth, which may block (rule 1, allocate_large).
+  void give_back_free_segments();
   void* new_slab_chunk(stream_ref s, std::size_t cls, stream_cache& cache);
   void* new_large_block(std::size_t size);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);

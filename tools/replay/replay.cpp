@@ -282,9 +282,12 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   r.peak_reserved = st.peak_reserved_bytes;
   char note[256];
   std::snprintf(note, sizeof note,
-                "granularity %zu KiB; %llu upstream allocations; %zu blocks live at the end",
+                "granularity %zu KiB; %llu upstream allocations, %llu deallocations; %llu host "
+                "waits; %zu blocks live at the end",
                 dev.get_backend().caps().granularity >> 10,
-                static_cast<unsigned long long>(st.upstream_allocations), live.size());
+                static_cast<unsigned long long>(st.upstream_allocations),
+                static_cast<unsigned long long>(st.upstream_deallocations),
+                static_cast<unsigned long long>(st.host_waits), live.size());
   r.note = note;
   // Free what the trace never freed, then check that the pool balances.
   for (auto& [id, b] : live) p.deallocate(*b.s, b.p);
