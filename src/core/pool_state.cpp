@@ -377,7 +377,10 @@ void* pool_state::new_large_block(std::size_t size) {
   // of mid_segment bytes, which later mid-size requests fill. A segment each would strand its
   // rounding tail (up to a granule per request), a tail no later request <= small_max uses and
   // few large ones fit; on the GPT-2 trace those tails were a quarter of a GiB at the peak.
-  if (bytes != size && size <= mid_max && mid_segment >= 2 * bytes) {
+  // Only with a coarse granularity (a GPU's 2 MiB): with a fine one the tails are small and a
+  // shared segment would cost more than it saves.
+  if (g >= (std::size_t{1} << 20) && bytes != size && size <= mid_max &&
+      mid_segment >= 2 * bytes) {
     base = grow(round_up(mid_segment, g));
     if (base != nullptr) bytes = round_up(mid_segment, g);
   }

@@ -20,7 +20,13 @@ void race_checker::remove_segment(const void* p, std::size_t bytes) {
   std::lock_guard lock(mu_);
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   segments_.erase(start);
-  for (std::uintptr_t g = start / granule; g < (start + bytes) / granule; ++g) shadow_.erase(g);
+  const std::uintptr_t first = start / granule, last = (start + bytes) / granule;
+  if (last - first > shadow_.size()) {
+    // A big segment with few tracked granules: walk the shadow, not the range.
+    std::erase_if(shadow_, [&](const auto& e) { return e.first >= first && e.first < last; });
+  } else {
+    for (std::uintptr_t g = first; g < last; ++g) shadow_.erase(g);
+  }
 }
 
 void race_checker::observe(const vector_clock& vc) {
