@@ -3,6 +3,7 @@
 # (conformance, origin scenarios, backend contract), compute-sanitizer over the origin scenarios,
 # the fault-injection library against the same tests, then gpu_pool_bench and replay built there
 # (with PyTorch's allocator as an anchor when libtorch is found). Everything goes to $OUT.
+# DEVICE_CHECK_SKIP_BENCH=1 stops after the tests.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "${out}"
@@ -33,6 +34,7 @@ run fault_scenarios env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
 run fault_conformance env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
   .gpurun/bin/cuda_conformance_test
 unset LD_LIBRARY_PATH
+if [[ ${DEVICE_CHECK_SKIP_BENCH:-0} == 1 ]]; then exit 0; fi
 torch=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))' 2>/dev/null || true)
 cfg=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMPOOL_BUILD_TESTS=OFF
   -DSTREAMPOOL_BUILD_EXAMPLES=OFF -DSTREAMPOOL_BUILD_BENCHMARKS=ON

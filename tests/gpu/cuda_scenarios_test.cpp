@@ -109,11 +109,16 @@ TEST(CudaOrdering, CrossStreamReuseWaitsOnTheDevice) {
   sp::array<float> busy(busy_elems, p);
   int failures = 0;
   for (int trial = 0; trial < 5; ++trial) {
+    // A holds every chunk of its 1 MiB slab, so the pool has no other free memory of this size
+    // to give B: it must reuse A's busy block (and wait for it) rather than grow.
+    std::vector<void*> held;
+    for (int i = 0; i < 8; ++i) held.push_back(p.allocate(a, block));
     {
       sp::stream_scope on_a(a);
       for (int i = 0; i < 8; ++i) busy.fill(static_cast<float>(i));  // ~2-3 ms of work on A
     }
-    void* x = p.allocate(a, block);
+    void* x = held.back();
+    held.pop_back();
     a.ref().submit(sp::command::make(sp::fill_command{x, 0xAA, 1, block}));
     p.deallocate(a, x);
     const auto before = p.statistics();
@@ -131,6 +136,8 @@ TEST(CudaOrdering, CrossStreamReuseWaitsOnTheDevice) {
     if (wrong != 0) ++failures;
     EXPECT_EQ(wrong, 0u) << "trial " << trial << ": stream A's write landed after stream B's";
     p.deallocate(b, y);
+    b.synchronize();
+    for (void* h : held) p.deallocate(a, h);
   }
   EXPECT_EQ(failures, 0);
 }

@@ -278,8 +278,9 @@ class cuda_backend final : public backend {
 
   void submit_kernel(cu::stream s, const kernel_command& k) {
     // Reject combinations kernel.hpp does not define before anything reaches the device.
+    // An empty input has no memory (in0 == nullptr); a reduction of it still writes the identity.
     bool ok = static_cast<unsigned>(k.type) <= static_cast<unsigned>(dtype::u64) &&
-              k.in0 != nullptr && k.out != nullptr;
+              (k.in0 != nullptr || k.n == 0) && k.out != nullptr;
     switch (k.kind) {
       case kernel_kind::map_unary:
         ok = ok && k.fn != op::axpy && (is_unary(k.fn) || k.has_scalar);
