@@ -84,13 +84,13 @@ pool_state::~pool_state() {
   // Work queued on freed memory may still run; the upstream must not get it back before that.
   flush_caches();
   wait_all_pending();
+  const std::size_t live = live_bytes();  // before the caches (and their counters) go
   std::vector<std::shared_ptr<stream_cache>> caches;
   {
     std::lock_guard lock(caches_mu_);
     caches.swap(caches_);
   }
   for (auto& c : caches) c->detach();
-  const std::size_t live = live_bytes();
   if (live != 0 && STREAMPOOL_DEBUG_LEVEL >= 2) {
     std::fprintf(stderr, "streampool: pool %llu destroyed with %zu bytes still allocated\n",
                  static_cast<unsigned long long>(id_), live);

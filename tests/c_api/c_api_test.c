@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
+#include <pthread.h> /* not C11 <threads.h>: ThreadSanitizer does not intercept thrd_create */
 
 #include "streampool.h"
 
@@ -324,7 +324,7 @@ typedef struct {
 } worker_args;
 
 /* A task with its own stream: allocates, fills, synchronises and exits with its stream. */
-static int worker(void* arg) {
+static void* worker(void* arg) {
   worker_args* w = arg;
   sp_stream_t s = NULL;
   int i;
@@ -338,19 +338,19 @@ static int worker(void* arg) {
     for (i = 0; i < per_thread; ++i) OK(sp_pool_deallocate(w->pool, w->out[i], s));
   }
   OK(sp_stream_destroy(s)); /* the stream dies with its task */
-  return 0;
+  return NULL;
 }
 
 typedef struct {
   worker_args* w;
 } freer_args;
 
-static int freer(void* arg) {
+static void* freer(void* arg) {
   worker_args* w = ((freer_args*)arg)->w;
   int i;
   /* Foreign thread, no stream, no pool handle: the finaliser form. */
   for (i = per_thread - 1; i >= 0; --i) OK(sp_pool_deallocate(NULL, w->out[i], NULL));
-  return 0;
+  return NULL;
 }
 
 static void test_origin_reproducer(void) {
@@ -363,7 +363,7 @@ static void test_origin_reproducer(void) {
   OK(sp_stream_create(d, &main_stream));
   for (round = 0; round < 6; ++round) {
     worker_args w[threads];
-    thrd_t t[threads];
+    pthread_t t[threads];
     freer_args fa[threads];
     void* mine[per_thread];
     float host[elements];
@@ -373,9 +373,9 @@ static void test_origin_reproducer(void) {
       w[i].device = d;
       w[i].pool = p;
       w[i].free_inside = (round + i) % 3 == 0;
-      CHECK(thrd_create(&t[i], worker, &w[i]) == thrd_success);
+      CHECK(pthread_create(&t[i], NULL, worker, &w[i]) == 0);
     }
-    for (i = 0; i < threads; ++i) thrd_join(t[i], NULL);
+    for (i = 0; i < threads; ++i) pthread_join(t[i], NULL);
     /* (b) after the threads and their streams are gone, (c) concurrently on other threads. */
     for (i = 0; i < threads; ++i) {
       if (w[i].free_inside) continue;
@@ -383,11 +383,11 @@ static void test_origin_reproducer(void) {
       if (i % 2 == 0) {
         freer(&fa[i]);
       } else {
-        CHECK(thrd_create(&t[i], freer, &fa[i]) == thrd_success);
+        CHECK(pthread_create(&t[i], NULL, freer, &fa[i]) == 0);
       }
     }
     for (i = 0; i < threads; ++i)
-      if (!w[i].free_inside && i % 2 == 1) thrd_join(t[i], NULL);
+      if (!w[i].free_inside && i % 2 == 1) pthread_join(t[i], NULL);
     /* Reuse those blocks on another stream; upload random data and read it back exactly. */
     for (k = 0; k < per_thread; ++k) {
       for (i = 0; i < elements; ++i) host[i] = (float)rand() / (float)RAND_MAX;
