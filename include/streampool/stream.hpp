@@ -25,7 +25,10 @@ class STREAMPOOL_EXPORT stream {
   /// A new stream with its own queue on `d`.
   explicit stream(const device& d);
   /// Wraps a queue created elsewhere (a user's CUDA stream). streampool never destroys it; the
-  /// wrapper's destruction only waits for work submitted so far and retires the timeline.
+  /// wrapper's destruction only waits for work submitted so far and retires the timeline. The
+  /// wrapper borrows the queue: destroy it before the queue's owner destroys the queue (the
+  /// wrapper may record markers on the queue while it lives). Tokens taken through it stay valid
+  /// after both are gone (they are complete).
   static stream wrap(const device& d, native_queue foreign);
 
   stream(stream&&) noexcept;
