@@ -103,8 +103,7 @@ native_queue timeline::retire() {
 }
 
 detail::stream_cache* timeline::cache_for(detail::pool_state& pool) {
-  if (first_cache_pool_.load(std::memory_order_acquire) == pool.id())
-    return first_cache_.load(std::memory_order_acquire);
+  if (detail::stream_cache* c = first_cache(pool.id())) return c;
   std::lock_guard lock(mu_);
   STREAMPOOL_EXPECTS(!retired(), detail::format("stream (timeline %llu) is already destroyed",
                                                 static_cast<unsigned long long>(id_)));

@@ -114,6 +114,41 @@ __host__ __device__ T scalar_as(const scalar& s) {
     return s.u64;
 }
 
+/// Calls f(fold) with the fold functor for `fn` (add, mul, min, max); cudaErrorInvalidValue for
+/// any other op (callers validate first; this is the last line).
+template <class T, class F>
+__host__ int with_fold(op fn, F&& f) {
+  switch (fn) {
+    case op::add:
+      return f(fold_add<T>{});
+    case op::mul:
+      return f(fold_mul<T>{});
+    case op::min:
+      return f(fold_min<T>{});
+    case op::max:
+      return f(fold_max<T>{});
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
+  }
+}
+
+/// Runs a CUB device algorithm `run(tmp, bytes)` twice, the CUB way: once to size its temporary
+/// storage, once for real. The storage is taken with cudaMallocAsync and given back with
+/// cudaFreeAsync on the algorithm's own stream, so the free is ordered after the kernels: never
+/// reused while they may still read it, and no host synchronisation.
+template <class Run>
+__host__ int run_with_temp_storage(cudaStream_t s, Run&& run) {
+  std::size_t bytes = 0;
+  cudaError_t e = run(nullptr, bytes);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  void* tmp = nullptr;
+  e = cudaMallocAsync(&tmp, bytes > 0 ? bytes : 1, s);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  e = run(tmp, bytes);
+  const cudaError_t f = cudaFreeAsync(tmp, s);
+  return static_cast<int>(e != cudaSuccess ? e : f);
+}
+
 /// Calls f(T{}) with T the C++ type of `t`.
 template <class F>
 __host__ decltype(auto) with_dtype(dtype t, F&& f) {

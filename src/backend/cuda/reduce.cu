@@ -30,38 +30,19 @@ int reduce_with(const kernel_command& k, cudaStream_t s, Fold fold) {
     return static_cast<int>(cudaGetLastError());
   }
   const auto n = static_cast<unsigned long long>(k.n);
-  std::size_t bytes = 0;
-  cudaError_t e = cub::DeviceReduce::Reduce(nullptr, bytes, in, out, n, fold, init, s);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  void* tmp = nullptr;
-  e = cudaMallocAsync(&tmp, bytes > 0 ? bytes : 1, s);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  e = cub::DeviceReduce::Reduce(tmp, bytes, in, out, n, fold, init, s);
-  const cudaError_t f = cudaFreeAsync(tmp, s);
-  return static_cast<int>(e != cudaSuccess ? e : f);
-}
-
-template <class T>
-int reduce_typed(const kernel_command& k, cudaStream_t s) {
-  switch (k.fn) {
-    case op::add:
-      return reduce_with<T>(k, s, fold_add<T>{});
-    case op::mul:
-      return reduce_with<T>(k, s, fold_mul<T>{});
-    case op::min:
-      return reduce_with<T>(k, s, fold_min<T>{});
-    case op::max:
-      return reduce_with<T>(k, s, fold_max<T>{});
-    default:
-      return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return run_with_temp_storage(s, [&](void* tmp, std::size_t& bytes) {
+    return cub::DeviceReduce::Reduce(tmp, bytes, in, out, n, fold, init, s);
+  });
 }
 
 }  // namespace
 
 int cuda_launch_reduce(const kernel_command& k, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return with_dtype(k.type, [&](auto t) { return reduce_typed<decltype(t)>(k, s); });
+  return with_dtype(k.type, [&](auto t) {
+    using T = decltype(t);
+    return with_fold<T>(k.fn, [&](auto fold) { return reduce_with<T>(k, s, fold); });
+  });
 }
 
 }  // namespace streampool::detail

@@ -26,38 +26,17 @@ int scan_with(const kernel_command& k, cudaStream_t s, Fold fold) {
     return inclusive ? cub::DeviceScan::InclusiveScan(tmp, bytes, in, out, fold, n, s)
                      : cub::DeviceScan::ExclusiveScan(tmp, bytes, in, out, fold, init, n, s);
   };
-  std::size_t bytes = 0;
-  cudaError_t e = run(nullptr, bytes);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  void* tmp = nullptr;
-  e = cudaMallocAsync(&tmp, bytes > 0 ? bytes : 1, s);
-  if (e != cudaSuccess) return static_cast<int>(e);
-  e = run(tmp, bytes);
-  const cudaError_t f = cudaFreeAsync(tmp, s);
-  return static_cast<int>(e != cudaSuccess ? e : f);
-}
-
-template <class T>
-int scan_typed(const kernel_command& k, cudaStream_t s) {
-  switch (k.fn) {
-    case op::add:
-      return scan_with<T>(k, s, fold_add<T>{});
-    case op::mul:
-      return scan_with<T>(k, s, fold_mul<T>{});
-    case op::min:
-      return scan_with<T>(k, s, fold_min<T>{});
-    case op::max:
-      return scan_with<T>(k, s, fold_max<T>{});
-    default:
-      return static_cast<int>(cudaErrorInvalidValue);
-  }
+  return run_with_temp_storage(s, run);
 }
 
 }  // namespace
 
 int cuda_launch_scan(const kernel_command& k, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
-  return with_dtype(k.type, [&](auto t) { return scan_typed<decltype(t)>(k, s); });
+  return with_dtype(k.type, [&](auto t) {
+    using T = decltype(t);
+    return with_fold<T>(k.fn, [&](auto fold) { return scan_with<T>(k, s, fold); });
+  });
 }
 
 }  // namespace streampool::detail
