@@ -46,6 +46,6 @@ t0=${SECONDS}
     cmake --build build/gpu -j16 --target gpu_pool_bench replay; } >>"${out}/bench_build.txt" 2>&1
 echo "bench build: $((SECONDS - t0)) s"
 run gpu_pool_bench build/gpu/bench/gpu_pool_bench
-run replay build/gpu/tools/replay/replay .gpurun/data/trace-gpt2.txt.gz
+run replay build/gpu/tools/replay/replay bench/traces/gpt2-train.txt.gz
 tail -n 60 "${out}/gpu_pool_bench.txt"
 cat "${out}/replay.txt"

@@ -1,18 +1,25 @@
-// The conformance suites on the host backend: checking mode with delay injection, and the same
-// with device-side waits turned off (the host-wait fallback of backends that lack them).
+// The conformance suites on the host backend: checking mode with delay injection; the same with
+// device-side waits turned off (the host-wait fallback of backends that lack them); and without
+// virtual memory (the pool's segment path for large blocks).
 #include "conformance/array_conformance.hpp"
 #include "conformance/pool_conformance.hpp"
 
 namespace sp = streampool;
 
-template <bool DeviceWait>
+template <bool DeviceWait, bool VirtualMemory = true>
 struct host_fixture {
-  static constexpr const char* name = DeviceWait ? "host" : "host (no device waits)";
+  static constexpr const char* name = !VirtualMemory ? "host (no virtual memory)"
+                                      : DeviceWait   ? "host"
+                                                     : "host (no device waits)";
   static constexpr std::size_t busy_bytes = std::size_t{16} << 20;
   static bool available() { return true; }
   static sp::device make_device() {
     return sp::device(sp::make_host_backend(
-        {.checking = true, .max_delay_us = 50, .seed = 42, .device_wait = DeviceWait}));
+        {.checking = true,
+         .max_delay_us = 50,
+         .seed = 42,
+         .device_wait = DeviceWait,
+         .virtual_memory = VirtualMemory}));
   }
   static std::vector<std::string> violations(const sp::device& d) {
     return sp::host_violations(d.get_backend());
@@ -22,7 +29,8 @@ struct host_fixture {
   }
 };
 
-using host_fixtures = ::testing::Types<host_fixture<true>, host_fixture<false>>;
+using host_fixtures =
+    ::testing::Types<host_fixture<true>, host_fixture<false>, host_fixture<true, false>>;
 namespace streampool::test {
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, PoolConformance, host_fixtures);
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, ArrayConformance, host_fixtures);

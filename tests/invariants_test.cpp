@@ -234,7 +234,6 @@ TEST(Invariant4BadInput, ErrorsLeaveThePoolConsistent) {
       [&] { p.deallocate(s, freed); },                           // double free
       [&] { p.deallocate(s, &x); },                              // foreign pointer
       [&] { p.deallocate(s, static_cast<char*>(live[1]) + 256); },  // inside a block
-      [&] { (void)p.allocate(s, 0); },                           // size 0
       [&] { (void)p.allocate(s, ~std::size_t{0}); },              // overflow
       [&] { (void)p.allocate(s_other, 512); },                   // wrong device
       [&] { sp::array<double> a(~std::size_t{0} / 4, p); },       // element count overflow

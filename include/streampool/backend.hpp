@@ -1,7 +1,7 @@
 // streampool: the backend contract.
 //
 // A backend is one kind of device (the CPU as a device, CUDA, OpenCL, Level Zero) seen through
-// nine operations. Everything above it (timelines, the pool, arrays) is written once, against
+// ten operations, plus six optional virtual-memory operations. Everything above it (timelines, the pool, arrays) is written once, against
 // this header only.
 //
 // Glossary
@@ -13,6 +13,10 @@
 //            independent of its queue: it may be queried, waited on and destroyed after its queue
 //            was destroyed. This is what lets tokens outlive streams (see timeline.hpp).
 //   command  a unit of device work: copy, fill, or one of the fixed kernels in kernel.hpp.
+//   range    (virtual memory) an address range reserved without memory behind it.
+//   physical (virtual memory) device memory without an address; it becomes usable once mapped
+//            into a range. Its contents after a map are unspecified (the pool never relies on
+//            them: it maps only memory that is free).
 //
 // Pre- and postconditions, for every implementation:
 //   allocate(bytes)            bytes > 0 and a multiple of caps().granularity. Returns memory aligned
@@ -36,13 +40,29 @@
 //                              caps().device_wait = false and implements this as wait_host(m).
 //   release_marker(m)          m is never used again. Called at most once per marker.
 //
-// Backends do not throw from deallocate, destroy_queue or release_marker (they run in
-// destructors and finalisers).
+// Virtual memory, only where caps().virtual_memory (the pool's large blocks use it; without it
+// they live in whole upstream allocations). Sizes and addresses are multiples of
+// caps().granularity; one physical handle is exactly one granule.
+//   reserve(bytes)             returns a range of `bytes` with no memory behind it, aligned to the
+//                              granularity; nullptr when the address space is refused.
+//   unreserve(p, bytes)        p came from reserve(bytes) and nothing in it is mapped any more.
+//   create_physical()          one granule of device memory; nullptr when the device is out of
+//                              memory (never throws for OOM).
+//   release_physical(h)        h is not mapped anywhere.
+//   map(p, handles)            maps handles[i] at p + i * granularity, read-write for the device;
+//                              [p, p + n * granularity) lies in a reserved range and is unmapped.
+//                              false when the device is out of memory (nothing stays mapped).
+//   unmap(p, bytes)            [p, p + bytes) is mapped, and no queued work still uses it. The
+//                              handles stay valid and may be mapped again elsewhere.
+//
+// Backends do not throw from deallocate, destroy_queue, release_marker, unreserve,
+// release_physical or unmap (they run in destructors and finalisers).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "streampool/error.hpp"
@@ -53,6 +73,7 @@ namespace streampool {
 /// Opaque native handles. A backend decides what they point to.
 using native_queue = void*;
 using native_marker = void*;
+using native_physical = void*;
 
 /// What a backend can do; read by the pool and the array layer instead of #ifdefs.
 struct backend_caps {
@@ -60,6 +81,7 @@ struct backend_caps {
   bool host_accessible = false;   ///< device memory may be dereferenced by the host
   std::size_t granularity = 2u << 20;  ///< allocate() sizes and alignment (2 MiB on an H200)
   std::size_t total_memory = 0;   ///< device memory in bytes (0 when unknown)
+  bool virtual_memory = false;    ///< reserve/map/unmap and physical granules are available
 };
 
 /// A copy between two places, either of which may be host memory.
@@ -117,6 +139,14 @@ class STREAMPOOL_EXPORT backend {
   void wait_device(native_queue q, native_marker m) { do_wait_device(q, m); }
   void release_marker(native_marker m) noexcept { do_release_marker(m); }
 
+  // Virtual memory (caps().virtual_memory only; the wrappers check sizes and alignment).
+  [[nodiscard]] void* reserve(std::size_t bytes);
+  void unreserve(void* p, std::size_t bytes) noexcept { do_unreserve(p, bytes); }
+  [[nodiscard]] native_physical create_physical();
+  void release_physical(native_physical h) noexcept { do_release_physical(h); }
+  [[nodiscard]] bool map(void* p, std::span<const native_physical> handles);
+  void unmap(void* p, std::size_t bytes) noexcept { do_unmap(p, bytes); }
+
  private:
   virtual void* do_allocate(std::size_t bytes) = 0;
   virtual void do_deallocate(void* p, std::size_t bytes) noexcept = 0;
@@ -128,6 +158,13 @@ class STREAMPOOL_EXPORT backend {
   virtual void do_wait_host(native_marker m) = 0;
   virtual void do_wait_device(native_queue q, native_marker m) = 0;
   virtual void do_release_marker(native_marker m) noexcept = 0;
+  // Virtual memory: the defaults are never reached (the wrappers check caps() first).
+  virtual void* do_reserve(std::size_t bytes);
+  virtual void do_unreserve(void* p, std::size_t bytes) noexcept;
+  virtual native_physical do_create_physical();
+  virtual void do_release_physical(native_physical h) noexcept;
+  virtual bool do_map(void* p, std::span<const native_physical> handles);
+  virtual void do_unmap(void* p, std::size_t bytes) noexcept;
 
   std::string name_;
   backend_caps caps_;

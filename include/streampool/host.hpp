@@ -11,6 +11,10 @@
 // detector records a violation: exactly the failure of reusing a block before its stream was
 // ordered after the earlier user. Delay injection sleeps a random time before each command so
 // that such races actually overlap.
+//
+// Virtual memory: a range is address space reserved with mmap(PROT_NONE); mapping a granule
+// makes it read-write with fresh pages, unmapping drops the pages (a physical handle is only a
+// count against total_memory: its contents do not survive an unmap, which the contract allows).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +34,9 @@ struct host_options {
   std::size_t total_memory = 0;     ///< reported device size (for percentage limits); 0 = RAM
   std::size_t granularity = 64u << 10;  ///< upstream allocation granularity
   bool device_wait = true;          ///< false: behave like a backend without device-side waits
+  /// Virtual memory (backend.hpp): ranges reserved with mmap(PROT_NONE), granules mapped and
+  /// unmapped in place. false: behave like a backend without it (the pool's segment path).
+  bool virtual_memory = true;
 };
 
 /// A new host backend.
@@ -38,7 +45,8 @@ struct host_options {
 /// Violations the checking mode has seen on `b` (a host backend), oldest first. Each names the
 /// address, the queues and their clocks.
 [[nodiscard]] STREAMPOOL_EXPORT std::vector<std::string> host_violations(backend& b);
-/// Upstream bytes currently allocated by the host backend `b` (for leak checks).
+/// Upstream bytes currently held by the host backend `b`: allocations plus physical granules
+/// (for leak checks).
 [[nodiscard]] STREAMPOOL_EXPORT std::size_t host_allocated_bytes(backend& b);
 
 }  // namespace streampool

@@ -5,8 +5,12 @@
 //                 from it.
 //   segment       one upstream allocation. A slab is a segment cut into equal chunks of one size
 //                 class (small requests); a large segment is split into blocks and coalesced again.
-//   chunk/block   what allocate() returns: a chunk of a slab (<= small_max bytes) or a block of a
-//                 large segment.
+//   chunk/block   what allocate() returns: a chunk of a slab (<= small_max bytes) or a large
+//                 block. Every block is aligned to at least 256 bytes.
+//   large blocks  on a backend with virtual memory, blocks of a reserved address range whose
+//                 granules are mapped on demand (free blocks coalesce across the whole range and
+//                 steady-state reuse makes no driver call); elsewhere, blocks of whole upstream
+//                 allocations. docs/large-blocks.md says why and how.
 //   stream cache  per (stream, pool): chunks freed on that stream, reusable on it with no wait. The
 //                 fast path touches only this, under the cache's own lock: no global lock.
 //   shared lists  per size class, and the large free list: memory freed without a live stream (by a
@@ -54,6 +58,13 @@ struct pool_options {
   /// Checking: fill freed memory with 0xDB on the freeing stream (stream-ordered), so stale reads
   /// and unordered reuse show up in the data too.
   bool poison_on_free = false;
+  /// Large blocks on virtual memory when the backend has it (false: whole upstream allocations).
+  bool virtual_memory = true;
+  /// Virtual memory: physical memory beyond this many reserved bytes goes back to the device at
+  /// the next large allocation, once its work is complete. The default keeps it (memory the pool
+  /// gave back would have to be created again on the next step: driver calls in steady state);
+  /// trim() and memory pressure give it back regardless.
+  std::size_t release_threshold = SIZE_MAX;
 };
 
 struct stream_statistics {
@@ -66,9 +77,9 @@ struct stream_statistics {
 struct pool_statistics {
   std::size_t live_bytes = 0;       ///< handed out now (block sizes, i.e. after rounding)
   std::size_t cached_bytes = 0;     ///< free in stream caches and shared lists
-  std::size_t reserved_bytes = 0;   ///< held from the upstream
-  std::size_t peak_live_bytes = 0;
-  std::size_t peak_reserved_bytes = 0;
+  std::size_t reserved_bytes = 0;   ///< held from the upstream (allocations + physical granules)
+  std::size_t peak_live_bytes = 0;      ///< exact: the highest live_bytes ever reached
+  std::size_t peak_reserved_bytes = 0;  ///< exact
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
   std::uint64_t fresh_allocations = 0;    ///< memory never handed out before
@@ -76,9 +87,19 @@ struct pool_statistics {
   std::uint64_t ready_reuses = 0;         ///< freed elsewhere, every token already complete
   std::uint64_t waited_reuses = 0;        ///< freed elsewhere, work pending: the stream was made wait
   std::uint64_t device_waits = 0;         ///< device-side waits enqueued for those
-  std::uint64_t host_waits = 0;           ///< host waits (backends without device-side waits)
-  std::uint64_t upstream_allocations = 0;
-  std::uint64_t upstream_deallocations = 0;
+  std::uint64_t host_waits = 0;           ///< host waits (no device-side waits, or growth/OOM paths)
+  std::uint64_t upstream_allocations = 0;    ///< backend allocate() calls (slabs, segments)
+  std::uint64_t upstream_deallocations = 0;  ///< backend deallocate() calls
+  std::uint64_t upstream_reserves = 0;       ///< virtual ranges reserved
+  std::uint64_t upstream_creates = 0;        ///< physical granules created
+  std::uint64_t upstream_releases = 0;       ///< physical granules given back
+  std::uint64_t upstream_maps = 0;           ///< granules mapped (a remap is an unmap and a map)
+  std::uint64_t upstream_unmaps = 0;         ///< granules unmapped
+  /// Every upstream call above, summed: what a steady state should not make at all.
+  [[nodiscard]] std::uint64_t upstream_calls() const noexcept {
+    return upstream_allocations + upstream_deallocations + upstream_reserves + upstream_creates +
+           upstream_releases + upstream_maps + upstream_unmaps;
+  }
   std::uint64_t reclaim_calls = 0;
   std::size_t memory_limit = 0;  ///< 0 = none
   std::vector<stream_statistics> streams;
@@ -92,9 +113,11 @@ class STREAMPOOL_EXPORT pool {
 
   /// @brief Stream-ordered allocation (see the contract above).
   /// @param s      the stream that will use the memory first
-  /// @param bytes  > 0; rounded up to 256 B or the size class
-  /// @throws out_of_memory after trimming and reclaiming; logic_error for bytes == 0, overflow,
-  ///         or a stream of another device
+  /// @param bytes  rounded up to 256 B or the size class; 0 gives a unique smallest block (like
+  ///               malloc(0)), freed like any other
+  /// @return memory aligned to at least 256 bytes
+  /// @throws out_of_memory after trimming and reclaiming; logic_error for an overflowing size or a
+  ///         stream of another device
   [[nodiscard]] void* allocate(stream_ref s, std::size_t bytes);
   /// @brief Stream-ordered free (see the contract above). Never blocks.
   /// @throws logic_error for a pointer the pool did not hand out, or one already freed; the pool
@@ -110,8 +133,9 @@ class STREAMPOOL_EXPORT pool {
   /// True when p is a live allocation of this pool.
   [[nodiscard]] bool owns(const void* p) const noexcept;
 
-  /// Releases cached memory whose pending work is complete back to the upstream. Returns bytes
-  /// released. Never blocks on the device.
+  /// Releases cached memory whose pending work is complete back to the upstream (whole free
+  /// slabs and segments; on virtual memory, every free granule). Returns bytes released. Never
+  /// blocks on the device.
   std::size_t trim();
   void set_memory_limit(std::size_t bytes);  ///< 0 = none
   [[nodiscard]] std::size_t memory_limit() const noexcept;

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "streampool/backend.hpp"
 
 namespace streampool::detail {
 
@@ -33,15 +32,3 @@ void assert_fail(const char* expr, const char* file, int line) noexcept {
 }
 
 }  // namespace streampool::detail
-
-namespace streampool {
-
-void* backend::allocate(std::size_t bytes) {
-  STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.granularity == 0,
-                     detail::format("%s: upstream allocation of %zu bytes is not a positive "
-                                    "multiple of the granularity %zu",
-                                    name_.c_str(), bytes, caps_.granularity));
-  return do_allocate(bytes);
-}
-
-}  // namespace streampool

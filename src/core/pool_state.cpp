@@ -47,24 +47,15 @@ bool all_ready_for(const token_set& tokens, const timeline* on) {
 
 }  // namespace
 
-void merge_token(token_set& set, const token& t) {
-  if (!t.line || t.line->completed() >= t.at) return;
-  for (token& x : set) {
-    if (x.line == t.line) {
-      x.at = std::max(x.at, t.at);
-      return;
-    }
-  }
-  set.push_back(t);
-}
-
 pool_state::pool_state(device d, pool_options options)
     : id_(next_pool_id.fetch_add(1)),
       device_(d.state()),
       device_id_(d.id()),
       backend_(d.backend_ptr()),
       options_(options),
-      limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)) {
+      limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
+      virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
+      arena_(backend_->caps().granularity) {
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,
                      format("pool: backend '%s' granularity %zu must be a power of two >= %zu",
@@ -96,9 +87,7 @@ pool_state::~pool_state() {
                  static_cast<unsigned long long>(id_), live);
   }
   for (auto& [base, sl] : slabs_) backend_->deallocate(base, sl->bytes);
-  for (auto& [base, seg] : large_segments_) backend_->deallocate(base, seg->bytes);
-  for (large_block* b : large_free_) delete b;
-  for (auto& [p, b] : large_live_) delete b;
+  destroy_large();
 }
 
 device pool_state::get_device() const {
@@ -112,8 +101,6 @@ device pool_state::get_device() const {
 // ---- allocation -------------------------------------------------------------------------------
 
 void pool_state::check_request(stream_ref s, std::size_t bytes) const {
-  STREAMPOOL_EXPECTS(bytes > 0, format("allocate: size 0 requested from pool %llu",
-                                       static_cast<unsigned long long>(id_)));
   STREAMPOOL_EXPECTS(bytes <= max_request,
                      format("allocate: %zu bytes is beyond any device (at most %zu); a size "
                             "computation overflowed?",
@@ -129,6 +116,9 @@ void pool_state::check_request(stream_ref s, std::size_t bytes) const {
 
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   check_request(s, bytes);
+  // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
+  // may free it like any other pointer.
+  if (bytes == 0) bytes = 1;
   if (bytes > options_.small_max) return allocate_large(s, bytes);
   const std::size_t cls = class_of(bytes);
   timeline& line = s.get_timeline();
@@ -144,10 +134,9 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
     c.bin_bytes[cls] -= size;
     c.allocations.store(c.allocations.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
-    c.allocated_bytes.store(c.allocated_bytes.load(std::memory_order_relaxed) + size,
-                            std::memory_order_relaxed);
     e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
     c.mu.unlock();
+    count_allocation(size);
     return e.p;
   }
   c.mu.unlock();
@@ -199,7 +188,7 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
   const bool waited = order_after(s, taken.tokens);
   (fresh ? fresh_allocations_ : waited ? waited_reuses_ : ready_reuses_).fetch_add(1);
   allocations_.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes_.fetch_add(class_size(cls), std::memory_order_relaxed);
+  count_allocation(class_size(cls));
   taken.owner->state(taken.owner->index_of(taken.p)).store(chunk_live, std::memory_order_release);
   return taken.p;
 }
@@ -229,7 +218,7 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
     const bool waited = order_after(s, tokens);
     (waited ? waited_reuses_ : ready_reuses_).fetch_add(1, std::memory_order_relaxed);
     allocations_.fetch_add(1, std::memory_order_relaxed);
-    allocated_bytes_.fetch_add(class_size(cls), std::memory_order_relaxed);
+    count_allocation(class_size(cls));
     e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
     return e.p;
   }
@@ -268,144 +257,7 @@ void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache
   }
   fresh_allocations_.fetch_add(1, std::memory_order_relaxed);
   allocations_.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes_.fetch_add(chunk, std::memory_order_relaxed);
-  return base;
-}
-
-void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
-  const std::size_t size = round_up(bytes, min_block);
-  return with_reclaim(size, [&]() -> void* {
-    if (void* p = try_large_free_list(s, size, /*split_big=*/false)) return p;
-    // Growth policy, rule 1: before growing, give back every wholly free large segment. A growth
-    // happens only when no free block fits (or rule 2 refused one), so these segments are
-    // stranded memory: returning them first keeps peak reserved near peak live instead of
-    // stacking the new segment on top of them. Growing may block anyway (the upstream call is
-    // slow; cuMemFree synchronises), so host-waiting for their work here is allowed, and it is
-    // what makes the result deterministic (no dependence on when a marker happens to complete).
-    give_back_free_segments();
-    if (void* p = new_large_block(size)) return p;
-    // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
-    // failing.
-    return try_large_free_list(s, size, /*split_big=*/true);
-  });
-}
-
-void pool_state::give_back_free_segments() {
-  std::vector<large_block*> whole;
-  {
-    std::lock_guard lock(large_mu_);
-    for (auto it = large_free_.begin(); it != large_free_.end();) {
-      large_block* b = *it;
-      if (b->prev == nullptr && b->next == nullptr) {
-        whole.push_back(b);
-        it = large_free_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  // Out of the free set, nobody else can take them; no lock is held while waiting. Memory goes
-  // back to the upstream only after its pending work is complete (invariant 1).
-  for (large_block* b : whole) {
-    for (const token& t : b->tokens) {
-      if (t.line->completed() >= t.at) continue;
-      t.line->wait_host(t.at);
-      host_waits_.fetch_add(1, std::memory_order_relaxed);
-    }
-    segment* seg = b->seg;
-    delete b;
-    release_segment(seg);
-  }
-}
-
-void* pool_state::try_large_free_list(stream_ref s, std::size_t size, bool split_big) {
-  const timeline* me = &s.get_timeline();
-  token_set waits;
-  large_block* pick = nullptr;
-  {
-    std::lock_guard lock(large_mu_);
-    large_block probe(nullptr, size, nullptr);
-    large_block* fallback = nullptr;
-    int scanned = 0;
-    // Best fit among blocks that need no wait; else the best fit, behind a device-side wait.
-    for (auto it = large_free_.lower_bound(&probe); it != large_free_.end() && scanned < 16;
-         ++it, ++scanned) {
-      // Rule 2: do not split a big free block (>= big_block) for a request under half of it;
-      // grow instead. Cutting a small request out of a big block leaves a remainder just too
-      // small for the next big request of the same size (on the GPT-2 trace: a 393 MiB request
-      // split a free 786 MiB segment, and the next 785 MiB request grew a new one). The set is
-      // ordered by size, so every later block is big too.
-      if (!split_big && (*it)->size >= big_block && size < (*it)->size / 2) break;
-      if (all_ready_for((*it)->tokens, me)) {
-        pick = *it;
-        break;
-      }
-      if (fallback == nullptr) fallback = *it;
-    }
-    if (pick == nullptr) pick = fallback;
-    if (pick == nullptr) return nullptr;
-    large_free_.erase(pick);
-    waits = std::move(pick->tokens);
-    pick->tokens.clear();
-    if (pick->size - size >= min_block) {
-      auto* rest = new large_block(pick->ptr + size, pick->size - size, pick->seg, pick,
-                                   pick->next, true, waits);
-      if (pick->next != nullptr) pick->next->prev = rest;
-      pick->next = rest;
-      pick->size = size;
-      large_free_.insert(rest);
-    }
-    pick->free = false;
-    pick->has_uses = false;
-    large_live_[pick->ptr] = pick;
-  }
-  const bool waited = order_after(s, waits);
-  (waited ? waited_reuses_ : ready_reuses_).fetch_add(1, std::memory_order_relaxed);
-  allocations_.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes_.fetch_add(size, std::memory_order_relaxed);
-  return pick->ptr;
-}
-
-void* pool_state::new_large_block(std::size_t size) {
-  // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
-  // memory on real traces, and every extra byte here is a byte of reserved-over-live.
-  const std::size_t g = backend_->caps().granularity;
-  std::size_t bytes = round_up(size, g);
-  const growing_scope growing(growing_);
-  void* base = nullptr;
-  // Rule 3: a mid-size request that is not a multiple of the granularity gets a shared segment
-  // of mid_segment bytes, which later mid-size requests fill. A segment each would strand its
-  // rounding tail (up to a granule per request), a tail no later request <= small_max uses and
-  // few large ones fit; on the GPT-2 trace those tails were a quarter of a GiB at the peak.
-  // Only with a coarse granularity (a GPU's 2 MiB): with a fine one the tails are small and a
-  // shared segment would cost more than it saves.
-  if (g >= (std::size_t{1} << 20) && bytes != size && size <= mid_max &&
-      mid_segment >= 2 * bytes) {
-    base = grow(round_up(mid_segment, g));
-    if (base != nullptr) bytes = round_up(mid_segment, g);
-  }
-  if (base == nullptr) base = grow(bytes);  // also when the limit refuses the shared segment
-  if (base == nullptr) return nullptr;
-  auto owned = std::make_unique<large_segment>(base, bytes);
-  large_segment* seg = owned.get();
-  auto* b = new large_block(static_cast<std::byte*>(base), size, seg);
-  {
-    std::lock_guard lock(large_mu_);
-    large_live_[base] = b;
-    if (bytes > size) {
-      auto* rest = new large_block(b->ptr + size, bytes - size, seg, b, nullptr, true);
-      b->next = rest;
-      large_free_.insert(rest);
-    }
-  }
-  {
-    std::lock_guard lock(segments_mu_);
-    map_.insert(base, bytes, seg);
-    large_segments_.emplace(base, std::move(owned));
-  }
-  fresh_allocations_.fetch_add(1, std::memory_order_relaxed);
-  allocations_.fetch_add(1, std::memory_order_relaxed);
-  allocated_bytes_.fetch_add(size, std::memory_order_relaxed);
+  count_allocation(chunk);
   return base;
 }
 
@@ -430,36 +282,54 @@ bool pool_state::order_after(stream_ref s, const token_set& tokens) {
 
 // ---- out of memory ----------------------------------------------------------------------------
 
+bool pool_state::reserve_bytes(std::size_t bytes) {
+  // Counted before the (slow, unlocked) upstream call, so that concurrent growths cannot both
+  // pass the limit; reserved_now_ and the peak follow the count, which makes the peak exact.
+  std::lock_guard lock(segments_mu_);
+  const std::size_t limit = limit_.load();
+  if (limit != 0 && reserved_ + bytes > limit) return false;
+  reserved_ += bytes;
+  reserved_now_.store(reserved_);
+  if (reserved_ > peak_reserved_.load()) peak_reserved_.store(reserved_);
+  return true;
+}
+
+void pool_state::unreserve_bytes(std::size_t bytes) {
+  std::lock_guard lock(segments_mu_);
+  reserved_ -= bytes;
+  reserved_now_.store(reserved_);
+}
+
 void* pool_state::grow(std::size_t bytes) {
-  {
-    std::lock_guard lock(segments_mu_);
-    const std::size_t limit = limit_.load();
-    if (limit != 0 && reserved_ + bytes > limit) return nullptr;
-    reserved_ += bytes;  // reserve before the (slow, unlocked) upstream call
-  }
+  if (!reserve_bytes(bytes)) return nullptr;
   void* p = nullptr;
   try {
     p = backend_->allocate(bytes);
   } catch (...) {
-    std::lock_guard lock(segments_mu_);
-    reserved_ -= bytes;
+    unreserve_bytes(bytes);
     throw;
   }
-  std::lock_guard lock(segments_mu_);
   if (p == nullptr) {
-    reserved_ -= bytes;
+    unreserve_bytes(bytes);
     return nullptr;
-  }
-  reserved_now_.store(reserved_);
-  std::size_t peak = peak_reserved_.load();
-  while (reserved_ > peak && !peak_reserved_.compare_exchange_weak(peak, reserved_)) {
   }
   upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
   return p;
 }
 
-template <class Attempt>
-void* pool_state::with_reclaim(std::size_t bytes, Attempt&& attempt) {
+void pool_state::count_allocation(std::size_t bytes) noexcept {
+  const std::size_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  while (live > peak &&
+         !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+void pool_state::count_deallocation(std::size_t bytes) noexcept {
+  live_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void* pool_state::with_reclaim(std::size_t bytes, const std::function<void*()>& attempt) {
   if (void* p = attempt()) return p;
   // The ladder: memory cached by other streams and fully free segments first, then the
   // language runtime's hooks (a GC that frees arrays), then give up with the numbers.
@@ -512,7 +382,7 @@ bool pool_state::wait_cached_work() {
   }
   {
     std::lock_guard lock(large_mu_);
-    for (large_block* b : large_free_)
+    for (arena_block* b : arena_.mapped_free())
       for (auto& t : b->tokens) merge_token(pending, t);
   }
   // No pool lock is held while waiting, so frees on other threads go on.
@@ -627,18 +497,17 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
     if (s != nullptr) merge_token(tokens, s->now());
     for (const token& t : uses) merge_token(tokens, t);
     deallocations_.fetch_add(1, std::memory_order_relaxed);
-    freed_bytes_.fetch_add(sl.chunk_size, std::memory_order_relaxed);
+    count_deallocation(sl.chunk_size);
     push_shared(cls, free_chunk{p, &sl, std::move(tokens)});
     return;
   }
   timeline& line = s->get_timeline();
   stream_cache* cp = line.first_cache(id_);
   stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
+  count_deallocation(sl.chunk_size);
   std::lock_guard lock(c.mu);
   c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
-  c.freed_bytes.store(c.freed_bytes.load(std::memory_order_relaxed) + sl.chunk_size,
-                      std::memory_order_relaxed);
   c.bins[cls].push_back({p, &sl, line.current()});
   c.bin_bytes[cls] += sl.chunk_size;
   if (c.bin_bytes[cls] > options_.stream_cache_bytes) spill(c, cls);
@@ -673,63 +542,11 @@ token_set pool_state::take_uses(void* p) {
   return t;
 }
 
-void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_ref* s) {
-  token_set tokens;
-  std::size_t size = 0;
-  {
-    std::lock_guard lock(large_mu_);
-    auto it = large_live_.find(p);
-    if (it == large_live_.end()) {
-      STREAMPOOL_FAIL(format("deallocate: %s is not the start of a live block of pool %llu "
-                             "(double free, or a pointer into a block)",
-                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
-    }
-    large_block* b = it->second;
-    large_live_.erase(it);
-    size = b->size;
-    tokens = std::move(b->tokens);  // recorded uses, if any
-    // Poison only behind every recorded use (see deallocate_chunk).
-    if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
-      s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
-    }
-    if (s != nullptr) merge_token(tokens, s->now());
-    for (const token& t : uses) merge_token(tokens, t);
-    b->tokens = std::move(tokens);
-    b->free = true;
-    auto absorb = [&](large_block* left, large_block* right) {
-      for (const token& t : right->tokens) merge_token(left->tokens, t);
-      left->size += right->size;
-      left->next = right->next;
-      if (right->next != nullptr) right->next->prev = left;
-      delete right;
-    };
-    if (b->next != nullptr && b->next->free) {
-      large_free_.erase(b->next);
-      absorb(b, b->next);
-    }
-    if (b->prev != nullptr && b->prev->free) {
-      large_block* left = b->prev;
-      large_free_.erase(left);
-      absorb(left, b);
-      b = left;
-    }
-    large_free_.insert(b);
-  }
-  deallocations_.fetch_add(1, std::memory_order_relaxed);
-  freed_bytes_.fetch_add(size, std::memory_order_relaxed);
-}
-
 void pool_state::record_use(void* p, const token& use) {
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "record_use");
   if (seg->kind == segment_kind::large) {
-    std::lock_guard lock(large_mu_);
-    auto it = large_live_.find(p);
-    STREAMPOOL_EXPECTS(it != large_live_.end(),
-                       format("record_use: %s is not the start of a live block of pool %llu",
-                              format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
-    merge_token(it->second->tokens, use);
-    it->second->has_uses = true;
+    record_use_large(p, use);
     return;
   }
   auto& sl = static_cast<slab&>(*seg);
@@ -761,10 +578,9 @@ std::size_t pool_state::block_size(const void* p) const {
     return sl.chunk_size;
   }
   std::lock_guard lock(large_mu_);
-  auto it = large_live_.find(p);
-  STREAMPOOL_EXPECTS(it != large_live_.end(),
-                     format("block_size: %s is not a live block", format_ptr(p).c_str()));
-  return it->second->size;
+  const arena_block* b = live_large(p);
+  STREAMPOOL_EXPECTS(b != nullptr, format("block_size: %s is not a live block", format_ptr(p).c_str()));
+  return b->size;
 }
 
 bool pool_state::owns(const void* p) const noexcept {
@@ -776,7 +592,7 @@ bool pool_state::owns(const void* p) const noexcept {
     return sl.chunk_at(i) == p && sl.state(i).load() != chunk_free;
   }
   std::lock_guard lock(large_mu_);
-  return large_live_.count(p) != 0;
+  return live_large(p) != nullptr;
 }
 
 std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
@@ -833,20 +649,7 @@ std::size_t pool_state::trim() {
     std::erase_if(l.carving, [&](slab* sl) { return empty.count(sl) != 0; });
     for (auto& [sl, yes] : empty) release.push_back(sl);
   }
-  {
-    std::lock_guard lock(large_mu_);
-    for (auto it = large_free_.begin(); it != large_free_.end();) {
-      large_block* b = *it;
-      if (b->prev == nullptr && b->next == nullptr && all_complete(b->tokens)) {
-        release.push_back(b->seg);
-        it = large_free_.erase(it);
-        delete b;
-      } else {
-        ++it;
-      }
-    }
-  }
-  std::size_t released = 0;
+  std::size_t released = trim_large();
   for (segment* seg : release) {
     released += seg->bytes;
     release_segment(seg);
@@ -858,8 +661,6 @@ std::size_t pool_state::trim() {
     if (!c->orphaned) return false;
     allocations_ += c->allocations.load();
     deallocations_ += c->deallocations.load();
-    allocated_bytes_ += c->allocated_bytes.load();
-    freed_bytes_ += c->freed_bytes.load();
     same_stream_reuses_folded_ += c->allocations.load();
     return true;
   });
@@ -870,23 +671,22 @@ void pool_state::release_segment(segment* seg) {
   // Owned by its own type: segment has no virtual destructor, so deleting a slab through a
   // segment pointer would skip ~slab (leaking its state array; undefined behaviour).
   std::unique_ptr<slab> owned_slab;
-  std::unique_ptr<large_segment> owned_large;
+  std::unique_ptr<large_range> owned_large;
   {
     std::lock_guard lock(segments_mu_);
     map_.erase(seg->base, seg->bytes);
-    reserved_ -= seg->bytes;
-    reserved_now_.store(reserved_);
     if (seg->kind == segment_kind::slab) {
       auto it = slabs_.find(seg->base);
       owned_slab = std::move(it->second);
       slabs_.erase(it);
     } else {
-      auto it = large_segments_.find(seg->base);
+      auto it = large_ranges_.find(seg->base);
       owned_large = std::move(it->second);
-      large_segments_.erase(it);
+      large_ranges_.erase(it);
     }
   }
   backend_->deallocate(seg->base, seg->bytes);
+  unreserve_bytes(seg->bytes);
   upstream_deallocations_.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -897,24 +697,11 @@ void pool_state::wait_all_pending() {
       for (auto& t : c.tokens) t.line->wait_host(t.at);
   }
   std::lock_guard lock(large_mu_);
-  for (large_block* b : large_free_)
+  for (arena_block* b : arena_.mapped_free())
     for (auto& t : b->tokens) t.line->wait_host(t.at);
 }
 
-std::size_t pool_state::live_bytes() const {
-  std::uint64_t allocated = allocated_bytes_.load();
-  std::uint64_t freed = freed_bytes_.load();
-  std::lock_guard lock(caches_mu_);
-  for (auto& c : caches_) {
-    allocated += c->allocated_bytes.load(std::memory_order_relaxed);
-    freed += c->freed_bytes.load(std::memory_order_relaxed);
-  }
-  const std::size_t live = static_cast<std::size_t>(allocated - freed);
-  std::size_t peak = peak_live_.load();
-  while (live > peak && !peak_live_.compare_exchange_weak(peak, live)) {
-  }
-  return live;
-}
+std::size_t pool_state::live_bytes() const { return live_.load(); }
 
 pool_statistics pool_state::statistics() const {
   pool_statistics st;
@@ -933,6 +720,11 @@ pool_statistics pool_state::statistics() const {
   st.host_waits = host_waits_.load();
   st.upstream_allocations = upstream_allocations_.load();
   st.upstream_deallocations = upstream_deallocations_.load();
+  st.upstream_reserves = upstream_reserves_.load();
+  st.upstream_creates = upstream_creates_.load();
+  st.upstream_releases = upstream_releases_.load();
+  st.upstream_maps = upstream_maps_.load();
+  st.upstream_unmaps = upstream_unmaps_.load();
   st.reclaim_calls = reclaim_calls_.load();
   st.memory_limit = limit_.load();
   std::lock_guard lock(caches_mu_);

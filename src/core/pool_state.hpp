@@ -3,12 +3,17 @@
 // Glossary: see pool.hpp. Locks, and what each guards:
 //   stream_cache::mu   one stream's cached chunks (the fast path takes only this)
 //   class_list::mu     one size class's shared list
-//   large_mu_          the large free set, live large blocks, large block links
+//   growth_mu_         virtual memory: serialises the large-block growths and give-backs that call
+//                      the driver (map, unmap, create, release), held across those calls. Never
+//                      taken by a free.
+//   large_mu_          the block arena (free sets, live large blocks, block links), the ranges'
+//                      physical handles. Never held across a driver call.
 //   segments_mu_       the segment registry, reserved bytes, page map writes
 //   caches_mu_         the registry of stream caches
 //   hooks_mu_          reclaim hooks
 //   uses_mu_           recorded uses of live chunks
-// Order: caches_mu_ -> stream_cache::mu -> class_list::mu -> large_mu_ -> segments_mu_.
+// Order: caches_mu_ -> stream_cache::mu -> class_list::mu -> growth_mu_ -> large_mu_ ->
+// segments_mu_.
 // Reclaim hooks run with no lock held.
 #pragma once
 
@@ -19,10 +24,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "block_arena.hpp"
 #include "page_map.hpp"
 #include "segment.hpp"
 #include "size_classes.hpp"
@@ -76,44 +81,74 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
     std::vector<free_chunk> chunks;  // freed chunks with their tokens
     std::vector<slab*> carving;      // slabs with chunks never handed out
   };
-  struct by_size {
-    bool operator()(const large_block* a, const large_block* b) const noexcept {
-      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
-    }
-  };
-
-  // Large-block policy (see allocate_large and new_large_block for why).
+  // Segment-path policy (backends without virtual memory; pool_large.cpp says why).
   static constexpr std::size_t big_block = std::size_t{128} << 20;   // rule 2
   static constexpr std::size_t mid_max = std::size_t{16} << 20;      // rule 3
   static constexpr std::size_t mid_segment = std::size_t{64} << 20;  // rule 3
 
   void check_request(stream_ref s, std::size_t bytes) const;
   void* allocate_small(stream_ref s, std::size_t cls, stream_cache& cache);
-  void* allocate_large(stream_ref s, std::size_t bytes);
   void* try_shared_small(stream_ref s, std::size_t cls);
   void* try_steal(stream_ref s, std::size_t cls);
-  /// split_big: whether a big block may be split for a small request (rule 2, allocate_large).
-  void* try_large_free_list(stream_ref s, std::size_t size, bool split_big);
-  /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
-  /// Only before a growth, which may block (rule 1, allocate_large).
-  void give_back_free_segments();
   void* new_slab_chunk(stream_ref s, std::size_t cls, stream_cache& cache);
-  void* new_large_block(std::size_t size);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);
+
+  // ---- large blocks (pool_large.cpp) ----
+  void* allocate_large(stream_ref s, std::size_t bytes);
+  /// Best fit among free blocks with memory behind them: one that needs no wait, else (when
+  /// `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
+  void* take_free_large(stream_ref s, std::size_t size, bool pending_ok, bool split_big);
+  /// Hands out the live block `b` of the arena to s, after the given waits. Counts it.
+  void* hand_out_large(stream_ref s, arena_block* b, const token_set& waits, bool fresh);
+  // Segment path.
+  void* grow_segment(stream_ref s, std::size_t size);
+  /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
+  /// Only before a growth, which may block (rule 1).
+  void give_back_free_segments();
+  // Virtual-memory path.
+  void* grow_virtual(stream_ref s, std::size_t size);
+  /// Reserves another virtual range of at least `bytes`; false when the address space is refused.
+  bool reserve_range(std::size_t bytes);
+  struct granule_run {
+    large_range* range;
+    std::uintptr_t from, to;  // granule-aligned
+  };
+  /// Free granules whose work is complete, outside [avoid_from, avoid_to), up to `granules` of
+  /// them, smallest free blocks first. Under large_mu_.
+  std::vector<granule_run> complete_free_granules(std::size_t granules, std::uintptr_t avoid_from,
+                                                  std::uintptr_t avoid_to);
+  /// Marks `runs` unmapped in the arena and moves their handles out. Under large_mu_.
+  std::vector<native_physical> detach_granules(const std::vector<granule_run>& runs);
+  /// Unmaps `runs` on the device and drops them from the page map (no lock held but growth_mu_).
+  void unmap_runs(const std::vector<granule_run>& runs);
+  /// Gives back free granules whose work is complete, at most `bytes` of them. Under growth_mu_.
+  std::size_t release_free_granules(std::size_t bytes);
+  void release_physical(std::vector<native_physical>& handles);
+  /// New physical granules within the memory limit; fewer than asked when refused.
+  std::vector<native_physical> create_physical(std::size_t granules);
   void deallocate_large(void* p, std::span<const token> uses, stream_ref* s);
+  void record_use_large(void* p, const token& use);
+  [[nodiscard]] arena_block* live_large(const void* p) const;  // under large_mu_
+  std::size_t trim_large();
+  void destroy_large() noexcept;
   void push_shared(std::size_t cls, free_chunk c);
   void spill(stream_cache& cache, std::size_t cls);
   /// Makes `s` wait for every token not ready for it. Returns true if any wait was needed.
   bool order_after(stream_ref s, const token_set& tokens);
   token_set take_uses(void* p);
 
+  /// Counts `bytes` against the memory limit; false when it would be exceeded.
+  bool reserve_bytes(std::size_t bytes);
+  /// Gives `bytes` back to the count (they were released, or never obtained).
+  void unreserve_bytes(std::size_t bytes);
   /// Upstream allocation within the limit; nullptr when refused.
   void* grow(std::size_t bytes);
+  void count_allocation(std::size_t bytes) noexcept;
+  void count_deallocation(std::size_t bytes) noexcept;
   void release_segment(segment* seg);
   /// Runs the out-of-memory ladder around `attempt` (trim, hooks, retry) and throws when it
   /// still fails.
-  template <class Attempt>
-  void* with_reclaim(std::size_t bytes, Attempt&& attempt);
+  void* with_reclaim(std::size_t bytes, const std::function<void*()>& attempt);
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) const;
   void flush_caches();
   void wait_all_pending();
@@ -134,17 +169,20 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   std::array<class_list, max_classes> shared_;
 
+  const bool virtual_large_;  // large blocks on virtual memory (backend has it, option allows)
+  std::mutex growth_mu_;
   mutable std::mutex large_mu_;
-  std::set<large_block*, by_size> large_free_;
-  std::unordered_map<const void*, large_block*> large_live_;
+  block_arena arena_;
 
   mutable std::mutex segments_mu_;
   std::unordered_map<void*, std::unique_ptr<slab>> slabs_;
-  std::unordered_map<void*, std::unique_ptr<large_segment>> large_segments_;
+  std::unordered_map<void*, std::unique_ptr<large_range>> large_ranges_;
   std::size_t reserved_ = 0;       // guarded by segments_mu_; also mirrored below for reads
   std::atomic<std::size_t> reserved_now_{0};
   std::atomic<std::size_t> peak_reserved_{0};
-  mutable std::atomic<std::size_t> peak_live_{0};
+  // Live bytes, exact: every allocation and free adds to it, and the peak follows it.
+  std::atomic<std::size_t> live_{0};
+  std::atomic<std::size_t> peak_live_{0};
 
   mutable std::mutex caches_mu_;
   std::vector<std::shared_ptr<stream_cache>> caches_;
@@ -158,10 +196,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   // Slow-path statistics (fast-path ones live in the stream caches).
   std::atomic<std::uint64_t> allocations_{0}, deallocations_{0};
-  std::atomic<std::uint64_t> allocated_bytes_{0}, freed_bytes_{0};
   std::atomic<std::uint64_t> fresh_allocations_{0}, ready_reuses_{0}, waited_reuses_{0};
   std::atomic<std::uint64_t> device_waits_{0}, host_waits_{0};
   std::atomic<std::uint64_t> upstream_allocations_{0}, upstream_deallocations_{0};
+  std::atomic<std::uint64_t> upstream_reserves_{0}, upstream_creates_{0}, upstream_releases_{0};
+  std::atomic<std::uint64_t> upstream_maps_{0}, upstream_unmaps_{0};
   std::atomic<std::uint64_t> reclaim_calls_{0};
 
   // Threads between reserving upstream memory in grow() and publishing the new segment.

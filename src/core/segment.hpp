@@ -5,9 +5,9 @@
 //   slab         a segment cut into equal chunks of one size class. Per chunk, an atomic state
 //                byte says free / live / live-with-recorded-uses; freeing exchanges it, so a
 //                double free is caught without a lock, even when two threads race.
-//   large block  a piece of a large segment; blocks of one segment form an address-ordered
-//                doubly linked list so that free neighbours coalesce. Guarded by the pool's large
-//                lock.
+//   large range  memory for large blocks: a whole upstream allocation, or a reserved virtual range
+//                mapped granule by granule. The blocks inside are the block arena's
+//                (block_arena.hpp), guarded by the pool's large lock.
 #pragma once
 
 #include <atomic>
@@ -83,24 +83,19 @@ using token_set = std::vector<token>;
 /// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
 void merge_token(token_set& set, const token& t);
 
-struct large_segment;
+struct arena_range;
 
-struct large_block {
-  large_block(std::byte* p, std::size_t n, large_segment* s, large_block* before = nullptr,
-              large_block* after = nullptr, bool is_free = false, token_set t = {})
-      : ptr(p), size(n), seg(s), prev(before), next(after), free(is_free), tokens(std::move(t)) {}
-  std::byte* ptr;
-  std::size_t size;
-  large_segment* seg;
-  large_block* prev = nullptr;  // address order within the segment
-  large_block* next = nullptr;
-  bool free = false;
-  bool has_uses = false;  // record_use() was called while live
-  token_set tokens;       // while free: what reuse must wait for
-};
-
-struct large_segment : segment {
-  large_segment(void* b, std::size_t n) : segment(segment_kind::large, b, n) {}
+/// A range of large blocks (block_arena.hpp): one whole upstream allocation, or a reserved virtual
+/// range whose granules are mapped on demand. Registered in the page map for the pages that have
+/// memory behind them (all of a segment; the mapped granules of a virtual range).
+struct large_range : segment {
+  large_range(void* b, std::size_t n, bool is_virtual)
+      : segment(segment_kind::large, b, n), virtual_range(is_virtual) {}
+  bool virtual_range;
+  arena_range* arena = nullptr;
+  /// Virtual: the physical granule mapped at base + i * granularity, nullptr where none is. Grows
+  /// with the highest granule mapped so far. Guarded by the pool's large lock.
+  std::vector<native_physical> handles;
 };
 
 }  // namespace streampool::detail

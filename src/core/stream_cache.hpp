@@ -54,8 +54,6 @@ class alignas(64) stream_cache {
   // Statistics: written under mu by one writer at a time, read without it.
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
-  std::atomic<std::uint64_t> allocated_bytes{0};
-  std::atomic<std::uint64_t> freed_bytes{0};
 
  private:
   pool_state* pool_;  // valid until detach()

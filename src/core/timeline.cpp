@@ -77,6 +77,20 @@ bool timeline::wait_device(native_queue waiter, point p) {
 #endif
 }
 
+void timeline::mark_now_and_then(std::int64_t now_ns, std::int64_t interval_ns,
+                                 std::uint32_t every) {
+  if (calls_since_mark_.fetch_add(1, std::memory_order_relaxed) + 1 < every &&
+      now_ns - last_mark_ns_.load(std::memory_order_relaxed) < interval_ns) {
+    return;
+  }
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || queue_ == nullptr) return;
+  last_mark_ns_.store(now_ns, std::memory_order_relaxed);
+  calls_since_mark_.store(0, std::memory_order_relaxed);
+  advance_locked();  // drops completed markers first, so the list stays as short as the queue
+  (void)record_locked();
+}
+
 native_queue timeline::retire() {
   std::shared_ptr<marker> last;
   {

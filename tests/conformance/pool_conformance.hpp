@@ -290,6 +290,23 @@ TYPED_TEST_P(PoolConformance, MemoryLimitReclaimHookAndOutOfMemory) {
   this->expect_balanced(p, {});
 }
 
+TYPED_TEST_P(PoolConformance, SizeZeroGivesUniqueBlocks) {
+  // Like malloc(0): a unique, freeable pointer (frameworks allocate empty tensors).
+  pool p(this->dev());
+  stream s(this->dev());
+  void* a = p.allocate(s, 0);
+  void* b = p.allocate(s, 0);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(p.owns(a));
+  EXPECT_GE(p.block_size(a), 1u);
+  this->expect_balanced(p, {a, b});
+  p.deallocate(s, a);
+  p.deallocate(s, b);
+  this->expect_balanced(p, {});
+}
+
 TYPED_TEST_P(PoolConformance, BadInputThrowsAndLeavesPoolConsistent) {
   pool p(this->dev());
   pool other(this->dev());
@@ -326,8 +343,7 @@ TYPED_TEST_P(PoolConformance, BadInputThrowsAndLeavesPoolConsistent) {
   void* inside_large = static_cast<char*>(large) + 4096;
   expect_logic_error([&] { p.deallocate(s, inside_small); }, ptr_text(inside_small));
   expect_logic_error([&] { p.deallocate(s, inside_large); }, ptr_text(inside_large));
-  // Size 0 and overflowing sizes.
-  expect_logic_error([&] { (void)p.allocate(s, 0); }, "size 0");
+  // Overflowing sizes (size 0 is valid: see SizeZeroGivesUniqueBlocks).
   const std::size_t huge = std::numeric_limits<std::size_t>::max() - 100;
   expect_logic_error([&] { (void)p.allocate(s, huge); }, std::to_string(huge));
   // Wrong pool: a pointer of another pool of the same device.
@@ -393,6 +409,7 @@ REGISTER_TYPED_TEST_SUITE_P(PoolConformance, AllocateFreeSizesAndAlignment,
                             SameStreamReuseIsImmediate, CrossStreamReuseIsOrdered,
                             DeallocateWithTokensAfterStreamDestroyed, RecordUseOrdersReuse,
                             TrimReturnsEverything, MemoryLimitReclaimHookAndOutOfMemory,
-                            BadInputThrowsAndLeavesPoolConsistent, StatisticsBalance);
+                            BadInputThrowsAndLeavesPoolConsistent, StatisticsBalance,
+                            SizeZeroGivesUniqueBlocks);
 
 }  // namespace streampool::test

@@ -1,17 +1,19 @@
 // replay: plays an allocation trace through an allocator and reports peak live bytes, peak
 // reserved bytes, their ratio and the time per event.
 //
-//   replay [--backend host|cuda|exact|exact-granular|all]... [--granularity BYTES] TRACE[.gz]
+//   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
+//          [--max-ratio R] [--max-host-waits N] TRACE[.gz]
 //
-// Trace format: ../shared/data/README.md (`<action> <id> <size> <stream>`, '#' comments). The
+// Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
 // replay ignores segment_alloc/segment_free (the allocator under test does its own upstream
 // requests) and free_requested; `alloc` on stream k allocates on a stream of its own numbered k;
 // `free_completed` frees the block (on the stream that allocated it).
 //
 // Backends (several may be given; default: host, cuda when available, exact, exact-granular):
 //   host            streampool's pool on the host backend with --granularity (default 2 MiB, the
-//                   H200's). The host backend never touches the memory it hands out unless
-//                   commands are submitted, and a replay submits none.
+//                   H200's), large blocks on virtual memory. The host backend never touches the
+//                   memory it hands out unless commands are submitted, and a replay submits none.
+//   host-segments   the same without virtual memory (large blocks in whole upstream allocations).
 //   cuda            streampool's pool on CUDA device 0 (when the CUDA backend is built and a GPU
 //                   is present; it is skipped otherwise).
 //   exact           the reference: every allocation reserves exactly its bytes and gives them
@@ -19,9 +21,15 @@
 //   exact-granular  each allocation reserved on its own, rounded up to --granularity (a
 //                   cudaMalloc per tensor).
 // Peak live is the sum of the trace's block sizes, the same measure as PyTorch's "peak live";
-// reserved is what the allocator held from its upstream at its peak.
+// reserved is what the allocator held from its upstream at its peak. For streampool it also
+// reports upstream calls (allocate, free, reserve, create, map, unmap, release) and host waits per
+// 1,000 events, and per phase of the trace ('# step k begin' lines), so that a steady state that
+// still calls the driver shows.
 //
-// Exit status: 0 when every replay completed and the pool balanced afterwards (live 0),
+// --max-ratio R, --max-host-waits N: fail (exit 1) when a streampool replay's peak reserved / peak
+// live exceeds R or it made more than N host waits (CI's check of the large-block policy).
+//
+// Exit status: 0 when every replay completed, balanced afterwards (live 0) and met the limits,
 // 1 on any failure, 2 on bad arguments, 77 when the trace file does not exist (a test skips).
 #include <sys/stat.h>
 #include <time.h>
@@ -61,8 +69,14 @@ struct event {
   std::uint64_t size;
 };
 
+struct phase {
+  std::size_t first_event;  // index of the phase's first event
+  std::string name;
+};
+
 struct trace {
   std::vector<event> events;
+  std::vector<phase> phases;  // from '# model_to_cuda', '# step k begin' lines, in order
   std::size_t lines = 0;
   std::size_t ignored = 0;  // segment_* and free_requested
 };
@@ -149,7 +163,19 @@ trace read_trace(const std::string& path) {
   std::string line;
   while (in.next(line)) {
     ++t.lines;
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      // Phase markers ('# model_to_cuda', '# step 2 begin') are the short comment lines; the
+      // header's lines are sentences.
+      std::string name = line.substr(std::min(line.size(), line.find_first_not_of("# ")));
+      if (name.rfind("step ", 0) == 0 || (!name.empty() && name.find(' ') == std::string::npos &&
+                                          name.find('=') == std::string::npos)) {
+        if (name.size() > 6 && name.compare(name.size() - 6, 6, " begin") == 0)
+          name.resize(name.size() - 6);
+        t.phases.push_back({t.events.size(), name});
+      }
+      continue;
+    }
     char name[32];
     unsigned long long id = 0, size = 0, stream = 0;
     if (std::sscanf(line.c_str(), "%31s %llu %llu %llu", name, &id, &size, &stream) != 4) {
@@ -176,6 +202,12 @@ trace read_trace(const std::string& path) {
 
 // ---- allocators under test ----------------------------------------------------------------------
 
+struct phase_counts {
+  std::string name;
+  std::size_t events = 0;
+  std::uint64_t upstream_calls = 0, host_waits = 0, device_waits = 0;
+};
+
 struct result {
   std::string name;
   std::size_t peak_live = 0;      // trace block sizes
@@ -184,6 +216,9 @@ struct result {
   double cpu_ns_per_event = 0;    // CPU time of the replaying thread
   std::size_t events = 0;
   std::string note;
+  bool pool = false;  // a streampool replay: the counts below mean something
+  std::uint64_t upstream_calls = 0, host_waits = 0;
+  std::vector<phase_counts> phases;
 };
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -261,8 +296,27 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   std::unordered_map<std::uint32_t, block> live;
   live.reserve(4096);
   live_tracker bytes;
+  r.pool = true;
+  std::size_t next_phase = 0;
+  pool_statistics at_phase = p.statistics();
+  auto close_phase = [&](std::size_t end_event) {
+    if (r.phases.empty()) return;
+    const pool_statistics now = p.statistics();
+    phase_counts& ph = r.phases.back();
+    ph.events = end_event - ph.events;  // held the first event's index until now
+    ph.upstream_calls = now.upstream_calls() - at_phase.upstream_calls();
+    ph.host_waits = now.host_waits - at_phase.host_waits;
+    ph.device_waits = now.device_waits - at_phase.device_waits;
+    at_phase = now;
+  };
   const stopwatch watch;
-  for (const event& e : t.events) {
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    if (next_phase < t.phases.size() && t.phases[next_phase].first_event == i) {
+      close_phase(i);
+      r.phases.push_back({t.phases[next_phase].name, i});
+      ++next_phase;
+    }
+    const event& e = t.events[i];
     if (e.what == action::alloc) {
       stream* s = streams.at(e.stream).get();
       void* q = p.allocate(*s, e.size);
@@ -277,16 +331,31 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
     }
   }
   watch.finish(r, t.events.size());
+  close_phase(t.events.size());
   const pool_statistics st = p.statistics();
   r.peak_live = bytes.peak;
   r.peak_reserved = st.peak_reserved_bytes;
-  char note[256];
+  r.upstream_calls = st.upstream_calls();
+  r.host_waits = st.host_waits;
+  if (st.peak_live_bytes < bytes.peak) {
+    throw std::runtime_error(name + ": the pool's peak_live_bytes " +
+                             std::to_string(st.peak_live_bytes) + " is below the trace's peak " +
+                             std::to_string(bytes.peak) + " (it must be exact)");
+  }
+  char note[512];
   std::snprintf(note, sizeof note,
-                "granularity %zu KiB; %llu upstream allocations, %llu deallocations; %llu host "
-                "waits; %zu blocks live at the end",
+                "granularity %zu KiB, %s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
+                "create, %llu map, %llu unmap, %llu release; %llu host waits; %zu blocks live at "
+                "the end",
                 dev.get_backend().caps().granularity >> 10,
+                dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
                 static_cast<unsigned long long>(st.upstream_allocations),
                 static_cast<unsigned long long>(st.upstream_deallocations),
+                static_cast<unsigned long long>(st.upstream_reserves),
+                static_cast<unsigned long long>(st.upstream_creates),
+                static_cast<unsigned long long>(st.upstream_maps),
+                static_cast<unsigned long long>(st.upstream_unmaps),
+                static_cast<unsigned long long>(st.upstream_releases),
                 static_cast<unsigned long long>(st.host_waits), live.size());
   r.note = note;
   // Free what the trace never freed, then check that the pool balances.
@@ -305,8 +374,8 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
 
 int usage() {
   std::fprintf(stderr,
-               "usage: replay [--backend host|cuda|exact|exact-granular|all]... "
-               "[--granularity BYTES] TRACE[.gz]\n");
+               "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
+               "[--granularity BYTES] [--max-ratio R] [--max-host-waits N] TRACE[.gz]\n");
   return 2;
 }
 
@@ -317,6 +386,8 @@ double mib(std::size_t b) { return static_cast<double>(b) / (1 << 20); }
 int main(int argc, char** argv) {
   std::vector<std::string> backends;
   std::size_t granularity = std::size_t{2} << 20;
+  double max_ratio = 0;
+  long long max_host_waits = -1;
   std::string path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -324,6 +395,10 @@ int main(int argc, char** argv) {
       backends.emplace_back(argv[++i]);
     } else if (a == "--granularity" && i + 1 < argc) {
       granularity = std::strtoull(argv[++i], nullptr, 0);
+    } else if (a == "--max-ratio" && i + 1 < argc) {
+      max_ratio = std::strtod(argv[++i], nullptr);
+    } else if (a == "--max-host-waits" && i + 1 < argc) {
+      max_host_waits = std::strtoll(argv[++i], nullptr, 10);
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
       return usage();
     } else {
@@ -332,7 +407,7 @@ int main(int argc, char** argv) {
   }
   if (path.empty() || granularity == 0) return usage();
   if (backends.empty() || std::find(backends.begin(), backends.end(), "all") != backends.end()) {
-    backends = {"host", "cuda", "exact", "exact-granular"};
+    backends = {"host", "host-segments", "cuda", "exact", "exact-granular"};
   }
   struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0) {
@@ -358,11 +433,13 @@ int main(int argc, char** argv) {
 
     std::vector<result> results;
     for (const std::string& b : backends) {
-      if (b == "host") {
+      if (b == "host" || b == "host-segments") {
         streampool::host_options o;
         o.granularity = granularity;
+        o.virtual_memory = b == "host";
         results.push_back(replay_pool(t, streampool::device(streampool::make_host_backend(o)),
-                                      "streampool (host backend)"));
+                                      b == "host" ? "streampool (host backend)"
+                                                  : "streampool (host backend, segments)"));
       } else if (b == "cuda") {
 #ifdef STREAMPOOL_HAVE_CUDA_BACKEND
         if (streampool::cuda_available()) {
@@ -396,7 +473,39 @@ int main(int argc, char** argv) {
                       : static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_live),
                   r.ns_per_event, r.cpu_ns_per_event, r.note.c_str());
     }
-    std::printf("\nreplay: done\n");
+    bool within = true;
+    for (const result& r : results) {
+      if (!r.pool) continue;
+      const double k = 1000.0 / static_cast<double>(std::max<std::size_t>(1, r.events));
+      std::printf("\n%s: %.2f upstream calls and %.2f host waits per 1,000 events\n",
+                  r.name.c_str(), static_cast<double>(r.upstream_calls) * k,
+                  static_cast<double>(r.host_waits) * k);
+      if (!r.phases.empty()) {
+        std::printf("| phase | events | upstream calls | host waits | device waits |\n"
+                    "|---|---:|---:|---:|---:|\n");
+        for (const phase_counts& ph : r.phases) {
+          std::printf("| %s | %zu | %llu | %llu | %llu |\n", ph.name.c_str(), ph.events,
+                      static_cast<unsigned long long>(ph.upstream_calls),
+                      static_cast<unsigned long long>(ph.host_waits),
+                      static_cast<unsigned long long>(ph.device_waits));
+        }
+      }
+      const double ratio = r.peak_live == 0 ? 0.0
+                                            : static_cast<double>(r.peak_reserved) /
+                                                  static_cast<double>(r.peak_live);
+      if (max_ratio > 0 && ratio > max_ratio) {
+        std::printf("replay: FAIL: %s: peak reserved / peak live %.4f > %.4f\n", r.name.c_str(),
+                    ratio, max_ratio);
+        within = false;
+      }
+      if (max_host_waits >= 0 && r.host_waits > static_cast<std::uint64_t>(max_host_waits)) {
+        std::printf("replay: FAIL: %s: %llu host waits > %lld\n", r.name.c_str(),
+                    static_cast<unsigned long long>(r.host_waits), max_host_waits);
+        within = false;
+      }
+    }
+    std::printf("\nreplay: %s\n", within ? "done" : "limits exceeded");
+    if (!within) return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "replay: %s\n", e.what());
     return 1;

@@ -11,6 +11,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -89,11 +90,36 @@ void report_teardown_error(const cu::driver& d, cu::result r, const char* what) 
   std::fprintf(stderr, "streampool: cuda: %s failed: %s\n", what, d.describe(r).c_str());
 }
 
+/// Physical memory on `dev`, as cuMemCreate and cuMemGetAllocationGranularity take it.
+cu::mem_allocation_prop device_memory(cu::device dev) {
+  cu::mem_allocation_prop prop{};
+  prop.type = cu::mem_allocation_type_pinned;
+  prop.location = {cu::mem_location_type_device, dev};
+  return prop;
+}
+
+/// Whether the pool may map granules on this device: the driver has the calls, the device says
+/// it supports them, the granule fits our 2 MiB, and STREAMPOOL_CUDA_VIRTUAL_MEMORY is not 0.
+bool virtual_memory_usable(const cu::driver& d, cu::device dev) {
+  const char* env = std::getenv("STREAMPOOL_CUDA_VIRTUAL_MEMORY");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  if (!d.has_virtual_memory()) return false;
+  int supported = 0;
+  if (d.device_get_attribute(&supported, cu::attribute_virtual_memory, dev) != cu::success ||
+      supported == 0) {
+    return false;
+  }
+  const cu::mem_allocation_prop prop = device_memory(dev);
+  std::size_t g = 0;
+  return d.mem_get_allocation_granularity(&g, &prop, cu::mem_granularity_minimum) == cu::success &&
+         g != 0 && granularity % g == 0;
+}
+
 class cuda_backend final : public backend {
  public:
   cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total)
-      : backend("cuda",
-                backend_caps{/*device_wait=*/true, /*host_accessible=*/false, granularity, total}),
+      : backend("cuda", backend_caps{/*device_wait=*/true, /*host_accessible=*/false, granularity,
+                                     total, virtual_memory_usable(d, dev)}),
         d_(d),
         ordinal_(ordinal),
         dev_(dev),
@@ -158,6 +184,75 @@ class cuda_backend final : public backend {
       }
     }
     report_teardown_error(d_, d_.mem_free(p), "cuMemFree");
+  }
+
+  // ---- virtual memory: cuMemAddressReserve / cuMemCreate / cuMemMap --------------------------
+
+  void* do_reserve(std::size_t bytes) override {
+    context_scope cs(d_, ctx_);
+    cu::deviceptr p = 0;
+    const cu::result r = d_.mem_address_reserve(&p, bytes, granularity, 0, 0);
+    if (r == cu::error_out_of_memory) return nullptr;
+    if (r != cu::success) {
+      throw_cuda(d_, r, printf_string("cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_));
+    }
+    return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
+  }
+
+  void do_unreserve(void* p, std::size_t bytes) noexcept override {
+    context_scope cs(d_, ctx_);
+    report_teardown_error(d_, d_.mem_address_free(reinterpret_cast<cu::deviceptr>(p), bytes),
+                          "cuMemAddressFree");
+  }
+
+  native_physical do_create_physical() override {
+    context_scope cs(d_, ctx_);
+    const cu::mem_allocation_prop prop = device_memory(dev_);
+    cu::mem_handle h = 0;
+    const cu::result r = d_.mem_create(&h, granularity, &prop, 0);
+    if (r == cu::error_out_of_memory) return nullptr;
+    if (r != cu::success) {
+      throw_cuda(d_, r, printf_string("cuMemCreate(%zu bytes) on device %d", granularity, ordinal_));
+    }
+    return reinterpret_cast<native_physical>(h);  // NOLINT(performance-no-int-to-ptr)
+  }
+
+  void do_release_physical(native_physical h) noexcept override {
+    context_scope cs(d_, ctx_);
+    report_teardown_error(d_, d_.mem_release(reinterpret_cast<cu::mem_handle>(h)), "cuMemRelease");
+  }
+
+  bool do_map(void* p, std::span<const native_physical> handles) override {
+    context_scope cs(d_, ctx_);
+    const auto base = reinterpret_cast<cu::deviceptr>(p);
+    std::size_t mapped = 0;
+    cu::result r = cu::success;
+    const char* what = "cuMemMap";
+    for (; mapped < handles.size(); ++mapped) {
+      r = d_.mem_map(base + mapped * granularity, granularity, 0,
+                     reinterpret_cast<cu::mem_handle>(handles[mapped]), 0);
+      if (r != cu::success) break;
+    }
+    if (r == cu::success) {
+      // One access call for the whole run: the range is contiguous and fully mapped now.
+      const cu::mem_access_desc access{{cu::mem_location_type_device, dev_},
+                                       cu::mem_access_read_write};
+      what = "cuMemSetAccess";
+      r = d_.mem_set_access(base, handles.size() * granularity, &access, 1);
+      if (r == cu::success) return true;
+    }
+    for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granularity, granularity);
+    if (r == cu::error_out_of_memory) return false;
+    throw_cuda(d_, r,
+               printf_string("%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_));
+  }
+
+  void do_unmap(void* p, std::size_t bytes) noexcept override {
+    context_scope cs(d_, ctx_);
+    const auto base = reinterpret_cast<cu::deviceptr>(p);
+    // One call per granule: cuMemUnmap takes whole mappings, and each granule is its own.
+    for (std::size_t off = 0; off < bytes; off += granularity)
+      report_teardown_error(d_, d_.mem_unmap(base + off, granularity), "cuMemUnmap");
   }
 
   native_queue do_create_queue() override {

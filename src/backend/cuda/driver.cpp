@@ -26,6 +26,11 @@ bool resolve(void* lib, const char* name, Fn*& slot, std::string& why) {
   return true;
 }
 
+template <class Fn>
+void resolve_optional(void* lib, const char* name, Fn*& slot) {
+  slot = reinterpret_cast<Fn*>(dlsym(lib, name));
+}
+
 loaded load_once() {
   loaded l;
   // RTLD_LOCAL: the driver's symbols stay out of the global namespace, so a program that links
@@ -74,8 +79,19 @@ loaded load_once() {
             resolve(lib, "cuMemsetD8Async", d.memset_d8_async, l.why) &&
             resolve(lib, "cuMemsetD16Async", d.memset_d16_async, l.why) &&
             resolve(lib, "cuMemsetD32Async", d.memset_d32_async, l.why) &&
-            resolve(lib, "cuMemsetD2D32Async", d.memset_d2d32_async, l.why);
+            resolve(lib, "cuMemsetD2D32Async", d.memset_d2d32_async, l.why) &&
+            resolve(lib, "cuDeviceGetAttribute", d.device_get_attribute, l.why);
   if (!ok) return l;
+  // Optional: without them the backend reports no virtual memory and the pool keeps its large
+  // blocks in whole allocations.
+  resolve_optional(lib, "cuMemAddressReserve", d.mem_address_reserve);
+  resolve_optional(lib, "cuMemAddressFree", d.mem_address_free);
+  resolve_optional(lib, "cuMemCreate", d.mem_create);
+  resolve_optional(lib, "cuMemRelease", d.mem_release);
+  resolve_optional(lib, "cuMemMap", d.mem_map);
+  resolve_optional(lib, "cuMemUnmap", d.mem_unmap);
+  resolve_optional(lib, "cuMemSetAccess", d.mem_set_access);
+  resolve_optional(lib, "cuMemGetAllocationGranularity", d.mem_get_allocation_granularity);
   const result r = d.init(0);
   if (r != success) {
     l.code = r;

@@ -22,6 +22,30 @@ using deviceptr = unsigned long long;  // CUdeviceptr (64-bit, the _v2 ABI)
 using context = struct CUctx_st*;      // CUcontext
 using stream = struct CUstream_st*;    // CUstream
 using event = struct CUevent_st*;      // CUevent
+using mem_handle = unsigned long long; // CUmemGenericAllocationHandle
+
+// Virtual memory management structures, laid out as cuda.h declares them (CUmemLocation,
+// CUmemAllocationProp, CUmemAccessDesc).
+struct mem_location {
+  int type;  // CUmemLocationType
+  int id;
+};
+struct mem_allocation_prop {
+  int type;                   // CUmemAllocationType
+  int requested_handle_types; // CUmemAllocationHandleType
+  mem_location location;
+  void* win32_handle_meta_data;
+  struct {
+    unsigned char compression_type;
+    unsigned char gpu_direct_rdma_capable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } alloc_flags;
+};
+struct mem_access_desc {
+  mem_location location;
+  int flags;  // CUmemAccess_flags
+};
 
 // CUresult values this backend distinguishes.
 inline constexpr result success = 0;
@@ -32,8 +56,14 @@ inline constexpr result error_not_ready = 600;
 
 inline constexpr unsigned stream_non_blocking = 0x1;   // CU_STREAM_NON_BLOCKING
 inline constexpr unsigned event_disable_timing = 0x2;  // CU_EVENT_DISABLE_TIMING
+inline constexpr int mem_allocation_type_pinned = 0x1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+inline constexpr int mem_location_type_device = 0x1;    // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int mem_access_read_write = 0x3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int mem_granularity_minimum = 0x0;     // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+inline constexpr int attribute_virtual_memory = 102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 
-/// The driver functions the backend calls. Every pointer is non-null once `load` succeeded.
+/// The driver functions the backend calls. Every pointer is non-null once `load` succeeded, except
+/// the virtual memory group (`has_virtual_memory()` says whether all of it resolved).
 struct driver {
   result (*init)(unsigned flags);
   result (*driver_get_version)(int* version);
@@ -69,6 +99,27 @@ struct driver {
   result (*memset_d32_async)(deviceptr dst, unsigned int v, std::size_t n, stream s);
   result (*memset_d2d32_async)(deviceptr dst, std::size_t pitch, unsigned int v, std::size_t width,
                                std::size_t height, stream s);
+  result (*device_get_attribute)(int* value, int attribute, device d);
+  // Virtual memory management (CUDA 10.2+); null when the driver lacks them.
+  result (*mem_address_reserve)(deviceptr* p, std::size_t bytes, std::size_t alignment,
+                                deviceptr hint, unsigned long long flags);
+  result (*mem_address_free)(deviceptr p, std::size_t bytes);
+  result (*mem_create)(mem_handle* h, std::size_t bytes, const mem_allocation_prop* prop,
+                       unsigned long long flags);
+  result (*mem_release)(mem_handle h);
+  result (*mem_map)(deviceptr p, std::size_t bytes, std::size_t offset, mem_handle h,
+                    unsigned long long flags);
+  result (*mem_unmap)(deviceptr p, std::size_t bytes);
+  result (*mem_set_access)(deviceptr p, std::size_t bytes, const mem_access_desc* desc,
+                           std::size_t count);
+  result (*mem_get_allocation_granularity)(std::size_t* granularity,
+                                           const mem_allocation_prop* prop, int option);
+
+  [[nodiscard]] bool has_virtual_memory() const noexcept {
+    return mem_address_reserve != nullptr && mem_address_free != nullptr && mem_create != nullptr &&
+           mem_release != nullptr && mem_map != nullptr && mem_unmap != nullptr &&
+           mem_set_access != nullptr && mem_get_allocation_granularity != nullptr;
+  }
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", or the bare number if the driver cannot say.
   [[nodiscard]] std::string describe(result r) const;

@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "host_kernels.hpp"
@@ -45,6 +46,9 @@ struct host_marker {
   }
 };
 using marker_ptr = std::shared_ptr<host_marker>;
+
+/// A physical granule: the host needs no memory for it until it is mapped (fresh pages then).
+struct physical_granule {};
 
 struct task {
   struct run_command {
@@ -91,6 +95,7 @@ class host_backend final : public backend {
     c.host_accessible = true;
     c.granularity = o.granularity;
     c.total_memory = o.total_memory;
+    c.virtual_memory = o.virtual_memory;
     if (c.total_memory == 0) {
       const long pages = sysconf(_SC_PHYS_PAGES);
       const long page = sysconf(_SC_PAGE_SIZE);
@@ -101,16 +106,22 @@ class host_backend final : public backend {
     return c;
   }
 
-  void* do_allocate(std::size_t bytes) override {
+  /// Counts `bytes` against the simulated device size; false when it is full.
+  bool take_device_bytes(std::size_t bytes) {
     // A simulated device size makes out-of-memory reachable in tests without exhausting RAM.
     if (options_.total_memory != 0) {
       std::size_t now = allocated_.load();
       do {
-        if (now + bytes > options_.total_memory) return nullptr;
+        if (now + bytes > options_.total_memory) return false;
       } while (!allocated_.compare_exchange_weak(now, now + bytes));
     } else {
       allocated_ += bytes;
     }
+    return true;
+  }
+
+  void* do_allocate(std::size_t bytes) override {
+    if (!take_device_bytes(bytes)) return nullptr;
     void* p = std::aligned_alloc(caps().granularity, bytes);
     if (p == nullptr) {
       allocated_ -= bytes;
@@ -130,6 +141,61 @@ class host_backend final : public backend {
     }
     std::free(p);
     allocated_ -= bytes;
+  }
+
+  // ---- virtual memory: address space from mmap, a physical granule is a count --------------
+
+  void* do_reserve(std::size_t bytes) override {
+    // Over-reserve by one granule to align the start, then give the slack back.
+    const std::size_t g = caps().granularity;
+    void* raw = ::mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const auto start = reinterpret_cast<std::uintptr_t>(raw);
+    const std::uintptr_t aligned = (start + g - 1) / g * g;
+    if (aligned > start) ::munmap(raw, aligned - start);
+    const std::uintptr_t tail = start + bytes + g - (aligned + bytes);
+    if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    auto* p = reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
+    if (options_.checking) checker_.add_segment(p, bytes);
+    return p;
+  }
+
+  void do_unreserve(void* p, std::size_t bytes) noexcept override {
+    if (options_.checking) checker_.remove_segment(p, bytes);
+    ::munmap(p, bytes);
+  }
+
+  native_physical do_create_physical() override {
+    if (!take_device_bytes(caps().granularity)) return nullptr;
+    return new physical_granule;
+  }
+
+  void do_release_physical(native_physical h) noexcept override {
+    delete static_cast<physical_granule*>(h);
+    allocated_ -= caps().granularity;
+  }
+
+  bool do_map(void* p, std::span<const native_physical> handles) override {
+    const std::size_t bytes = handles.size() * caps().granularity;
+    if (::mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) ==
+        MAP_FAILED) {
+      drop_pages(p, bytes);
+      return false;
+    }
+    if (options_.checking) std::memset(p, 0xCD, bytes);  // "uninitialised" pattern
+    return true;
+  }
+
+  void do_unmap(void* p, std::size_t bytes) noexcept override {
+    // The pages go: a late access through a stale pointer faults instead of reading old data.
+    if (options_.checking) checker_.forget(p, bytes);
+    drop_pages(p, bytes);
+  }
+
+  /// Back to reserved address space: no access, no pages.
+  static void drop_pages(void* p, std::size_t bytes) noexcept {
+    ::mmap(p, bytes, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   }
 
   native_queue do_create_queue() override {

@@ -20,6 +20,15 @@ void race_checker::remove_segment(const void* p, std::size_t bytes) {
   std::lock_guard lock(mu_);
   const auto start = reinterpret_cast<std::uintptr_t>(p);
   segments_.erase(start);
+  forget_locked(start, bytes);
+}
+
+void race_checker::forget(const void* p, std::size_t bytes) {
+  std::lock_guard lock(mu_);
+  forget_locked(reinterpret_cast<std::uintptr_t>(p), bytes);
+}
+
+void race_checker::forget_locked(std::uintptr_t start, std::size_t bytes) {
   const std::uintptr_t first = start / granule, last = (start + bytes) / granule;
   if (last - first > shadow_.size()) {
     // A big segment with few tracked granules: walk the shadow, not the range.

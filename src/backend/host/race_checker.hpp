@@ -31,6 +31,8 @@ class race_checker {
 
   void add_segment(const void* p, std::size_t bytes);
   void remove_segment(const void* p, std::size_t bytes);
+  /// Forgets the shadow state of [p, p + bytes) (its memory was unmapped or released).
+  void forget(const void* p, std::size_t bytes);
   /// The host saw a marker complete whose queue's vector clock was `vc`.
   void observe(const vector_clock& vc);
 
@@ -52,6 +54,7 @@ class race_checker {
     std::vector<use> readers;  // since the last write
   };
   [[nodiscard]] bool ordered(const use& u, std::size_t queue, const vector_clock& vc) const;
+  void forget_locked(std::uintptr_t start, std::size_t bytes);
 
   mutable std::mutex mu_;  // guards everything below
   std::map<std::uintptr_t, std::size_t> segments_;  // start -> bytes

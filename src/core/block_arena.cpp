@@ -1,0 +1,293 @@
+#include "block_arena.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <tuple>
+
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+[[noreturn]] void broken(const char* what, const arena_block& b) {
+  std::fprintf(stderr, "streampool: block arena invariant broken: %s (block [%#zx, %#zx) state %d)\n",
+               what, static_cast<std::size_t>(b.start), static_cast<std::size_t>(b.end()),
+               static_cast<int>(b.state));
+  std::abort();
+}
+
+}  // namespace
+
+void merge_token(token_set& set, const token& t) {
+  if (!t.line || t.line->completed() >= t.at) return;
+  for (token& x : set) {
+    if (x.line == t.line) {
+      x.at = std::max(x.at, t.at);
+      return;
+    }
+  }
+  set.push_back(t);
+}
+
+block_arena::block_arena(std::size_t granularity) : granularity_(granularity) {
+  STREAMPOOL_EXPECTS(granularity != 0 && (granularity & (granularity - 1)) == 0,
+                     format("block arena: granularity %zu is not a power of two", granularity));
+}
+
+block_arena::~block_arena() {
+  for (auto& r : ranges_) {
+    for (arena_block* b = r->first; b != nullptr;) {
+      arena_block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
+}
+
+arena_range* block_arena::add_range(std::uintptr_t base, std::size_t size, block_state initial,
+                                    void* owner) {
+  STREAMPOOL_ASSERT(initial != block_state::live && size > 0);
+  STREAMPOOL_ASSERT(initial == block_state::mapped ||
+                    (base % granularity_ == 0 && size % granularity_ == 0));
+  auto r = std::make_unique<arena_range>();
+  r->base = base;
+  r->size = size;
+  r->owner = owner;
+  auto* b = new arena_block;
+  b->start = base;
+  b->size = size;
+  b->range = r.get();
+  b->state = initial;
+  r->first = b;
+  index(b);
+  ranges_.push_back(std::move(r));
+  return ranges_.back().get();
+}
+
+arena_block* block_arena::sole_free_block(const arena_range& r) noexcept {
+  arena_block* b = r.first;
+  return b != nullptr && b->next == nullptr && b->is_free() ? b : nullptr;
+}
+
+void block_arena::remove_range(arena_range* r) {
+  arena_block* b = sole_free_block(*r);
+  STREAMPOOL_ASSERT(b != nullptr);
+  unindex(b);
+  delete b;
+  std::erase_if(ranges_, [&](const std::unique_ptr<arena_range>& x) { return x.get() == r; });
+}
+
+void block_arena::index(arena_block* b) {
+  if (b->state == block_state::mapped) {
+    mapped_.insert(b);
+  } else if (b->state == block_state::unmapped) {
+    unmapped_.insert(b);
+  }
+}
+
+void block_arena::unindex(arena_block* b) {
+  if (b->state == block_state::mapped) {
+    mapped_.erase(b);
+  } else if (b->state == block_state::unmapped) {
+    unmapped_.erase(b);
+  }
+}
+
+arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
+  auto* right = new arena_block;
+  right->start = at;
+  right->size = b->end() - at;
+  right->range = b->range;
+  right->prev = b;
+  right->next = b->next;
+  right->state = b->state;
+  right->tokens = b->tokens;
+  if (b->next != nullptr) b->next->prev = right;
+  b->next = right;
+  b->size = at - b->start;
+  return right;
+}
+
+arena_block* block_arena::merge_and_index(arena_block* b) {
+  auto absorb = [](arena_block* left, arena_block* right) {
+    for (const token& t : right->tokens) merge_token(left->tokens, t);
+    left->size += right->size;
+    left->next = right->next;
+    if (right->next != nullptr) right->next->prev = left;
+    delete right;
+  };
+  if (b->next != nullptr && b->next->state == b->state) {
+    unindex(b->next);
+    absorb(b, b->next);
+  }
+  if (b->prev != nullptr && b->prev->state == b->state) {
+    arena_block* left = b->prev;
+    unindex(left);
+    absorb(left, b);
+    b = left;
+  }
+  index(b);
+  return b;
+}
+
+arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n) {
+  STREAMPOOL_ASSERT(b->state == block_state::mapped && at >= b->start && at + n <= b->end() &&
+                    n > 0);
+  unindex(b);
+  if (at > b->start) {
+    arena_block* right = split(b, at);
+    index(b);
+    b = right;
+  }
+  if (b->size > n) index(split(b, at + n));
+  b->state = block_state::live;
+  b->tokens.clear();
+  b->has_uses = false;
+  live_.emplace(b->start, b);
+  return b;
+}
+
+arena_block* block_arena::release(arena_block* b, token_set tokens) {
+  STREAMPOOL_ASSERT(b->state == block_state::live);
+  live_.erase(b->start);
+  b->state = block_state::mapped;
+  b->has_uses = false;
+  b->tokens = std::move(tokens);
+  return merge_and_index(b);
+}
+
+arena_block* block_arena::change_state(arena_block* b, std::uintptr_t from, std::uintptr_t to,
+                                       block_state state) {
+  STREAMPOOL_ASSERT(b->is_free() && state != block_state::live && b->state != state);
+  STREAMPOOL_ASSERT(from >= b->start && to <= b->end() && from < to);
+  STREAMPOOL_ASSERT(from % granularity_ == 0 && to % granularity_ == 0);
+  unindex(b);
+  if (from > b->start) {
+    arena_block* right = split(b, from);
+    index(b);  // keeps the old state: its neighbour (right) is about to change, so no merge
+    b = right;
+  }
+  if (b->end() > to) index(split(b, to));
+  b->state = state;
+  b->tokens.clear();
+  return merge_and_index(b);
+}
+
+arena_block* block_arena::find_live(std::uintptr_t p) const noexcept {
+  auto it = live_.find(p);
+  return it == live_.end() ? nullptr : it->second;
+}
+
+arena_block* block_arena::block_at(const arena_range& r, std::uintptr_t a) noexcept {
+  for (arena_block* b = r.first; b != nullptr; b = b->next)
+    if (b->start <= a && a < b->end()) return b;
+  return nullptr;
+}
+
+std::optional<block_arena::window> block_arena::best_window(
+    std::size_t n, const std::function<bool(const arena_block&)>& ready) const {
+  std::optional<window> best;
+  auto better = [](const window& a, const window& b) {
+    const std::size_t ca = a.chain_end - a.chain_start, cb = b.chain_end - b.chain_start;
+    return std::tie(a.pending, a.map_granules, ca, a.start) <
+           std::tie(b.pending, b.map_granules, cb, b.start);
+  };
+  std::uintptr_t done_until = 0;
+  std::vector<arena_block*> chain;
+  for (arena_block* u : unmapped_) {
+    if (u->start < done_until) continue;  // part of a chain already looked at
+    arena_block* first = u;
+    while (first->prev != nullptr && first->prev->is_free()) first = first->prev;
+    chain.clear();
+    for (arena_block* b = first; b != nullptr && b->is_free(); b = b->next) chain.push_back(b);
+    const std::uintptr_t lo = chain.front()->start, hi = chain.back()->end();
+    done_until = hi;
+    if (hi - lo < n) continue;
+    // The cheapest window starts or ends on a piece boundary: between boundaries, sliding it only
+    // trades mapped bytes on one side for bytes of the same kind on the other.
+    auto consider = [&](std::uintptr_t w) {
+      if (w < lo || w + n > hi) return;
+      window c;
+      c.start = w;
+      c.chain_start = lo;
+      c.chain_end = hi;
+      for (arena_block* b : chain) {
+        if (b->end() <= w || b->start >= w + n) continue;
+        c.pieces.push_back(b);
+        if (b->state == block_state::unmapped) {
+          const std::uintptr_t a = std::max(b->start, w), z = std::min(b->end(), w + n);
+          c.map_granules += (round_up(z) - round_down(a)) / granularity_;
+        } else if (!ready(*b)) {
+          c.pending = true;
+        }
+      }
+      if (!best || better(c, *best)) best = std::move(c);
+    };
+    for (arena_block* b : chain) {
+      consider(b->start);
+      if (b->end() >= lo + n) consider(b->end() - n);
+    }
+  }
+  return best;
+}
+
+std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_arena::granules_to_map(
+    const window& w, std::size_t n) const {
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> out;
+  for (arena_block* b : w.pieces) {
+    if (b->state != block_state::unmapped) continue;
+    out.emplace_back(round_down(std::max(b->start, w.start)),
+                     round_up(std::min(b->end(), w.start + n)));
+  }
+  return out;
+}
+
+void block_arena::check() const {
+  std::size_t mapped = 0, unmapped = 0, live = 0;
+  for (const auto& r : ranges_) {
+    std::uintptr_t at = r->base;
+    const arena_block* prev = nullptr;
+    for (const arena_block* b = r->first; b != nullptr; prev = b, b = b->next) {
+      if (b->range != r.get()) broken("block of another range", *b);
+      if (b->prev != prev) broken("broken prev link", *b);
+      if (b->start != at || b->size == 0) broken("blocks do not tile the range", *b);
+      at = b->end();
+      if (prev != nullptr && prev->is_free() && prev->state == b->state)
+        broken("two adjacent free blocks in the same state", *b);
+      switch (b->state) {
+        case block_state::live:
+          ++live;
+          if (find_live(b->start) != b) broken("live block not indexed", *b);
+          break;
+        case block_state::mapped:
+          ++mapped;
+          if (mapped_.count(const_cast<arena_block*>(b)) == 0) broken("mapped block not indexed", *b);
+          for (std::size_t i = 0; i < b->tokens.size(); ++i)
+            for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
+              if (b->tokens[i].line == b->tokens[j].line) broken("two tokens of one timeline", *b);
+          break;
+        case block_state::unmapped:
+          ++unmapped;
+          if (unmapped_.count(const_cast<arena_block*>(b)) == 0)
+            broken("unmapped block not indexed", *b);
+          if (b->start % granularity_ != 0 || b->size % granularity_ != 0)
+            broken("unmapped block not granule-aligned", *b);
+          if (!b->tokens.empty()) broken("unmapped block with tokens", *b);
+          break;
+      }
+    }
+    if (at != r->base + r->size && r->first != nullptr) {
+      broken("blocks do not cover the range", *r->first);
+    }
+  }
+  if (mapped != mapped_.size() || unmapped != unmapped_.size() || live != live_.size()) {
+    std::fprintf(stderr,
+                 "streampool: block arena invariant broken: indexes hold %zu/%zu/%zu blocks, the "
+                 "ranges %zu/%zu/%zu (mapped/unmapped/live)\n",
+                 mapped_.size(), unmapped_.size(), live_.size(), mapped, unmapped, live);
+    std::abort();
+  }
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,167 @@
+// streampool: the block arena, the structure of the pool's large blocks (docs/large-blocks.md).
+//
+// Glossary
+//   range     an address interval that the arena cuts into blocks: one whole upstream allocation
+//             (the segment path) or one reserved virtual range (the virtual-memory path). Blocks
+//             never cross ranges.
+//   block     [start, start + size) of one range, in one of three states:
+//               live      handed out;
+//               mapped    free, with memory behind it; carries the tokens its reuse must wait for;
+//               unmapped  free address space with no memory behind it (virtual ranges only).
+//   chain     a maximal run of adjacent free blocks; mapped and unmapped blocks alternate in it.
+//   window    where a request is placed inside a chain; the unmapped granules under it must be
+//             mapped before it can be handed out.
+//
+// Invariants (check() verifies them; the white-box tests call it after every step):
+//   - the blocks of a range tile it exactly, in address order, through prev/next;
+//   - no two adjacent free blocks are in the same state: every change merges them, so a free
+//     block's neighbours are live blocks or free blocks of the other state;
+//   - unmapped blocks start and end on granule boundaries and carry no tokens;
+//   - a mapped block's tokens hold at most one token per timeline (the latest point), merged as a
+//     union when blocks coalesce.
+// The arena does no I/O and takes no lock: the pool calls it under its large lock, and the tests
+// drive it on made-up addresses. It never decides policy (which block, when to map or give back):
+// that is the pool's (pool_large.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "segment.hpp"
+
+namespace streampool::detail {
+
+enum class block_state : std::uint8_t { live, mapped, unmapped };
+
+struct arena_range;
+
+struct arena_block {
+  std::uintptr_t start = 0;
+  std::size_t size = 0;
+  arena_range* range = nullptr;
+  arena_block* prev = nullptr;  // address order within the range
+  arena_block* next = nullptr;
+  block_state state = block_state::unmapped;
+  bool has_uses = false;  // live: record_use() was called
+  token_set tokens;       // mapped: what reuse waits for; live: recorded uses
+
+  [[nodiscard]] std::uintptr_t end() const noexcept { return start + size; }
+  [[nodiscard]] bool is_free() const noexcept { return state != block_state::live; }
+};
+
+struct arena_range {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  void* owner = nullptr;  // the pool's record of the range (its segment)
+  arena_block* first = nullptr;
+};
+
+class block_arena {
+ public:
+  /// `granularity`: the unit in which memory is mapped and unmapped (a power of two).
+  explicit block_arena(std::size_t granularity);
+  block_arena(const block_arena&) = delete;
+  block_arena& operator=(const block_arena&) = delete;
+  ~block_arena();
+
+  [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
+
+  /// Adds [base, base + size) as one free block in `initial` state (mapped or unmapped).
+  arena_range* add_range(std::uintptr_t base, std::size_t size, block_state initial, void* owner);
+  /// The range's only block when the whole range is one free block, else nullptr.
+  [[nodiscard]] static arena_block* sole_free_block(const arena_range& r) noexcept;
+  /// Forgets a range that is one free block (sole_free_block() != nullptr).
+  void remove_range(arena_range* r);
+  [[nodiscard]] const std::vector<std::unique_ptr<arena_range>>& ranges() const noexcept {
+    return ranges_;
+  }
+
+  /// Hands out [at, at + n) of the mapped free block `b`. What is left of `b` before and after
+  /// stays free with b's tokens. Returns the live block (tokens cleared: the caller took them).
+  arena_block* take(arena_block* b, std::uintptr_t at, std::size_t n);
+  /// Frees the live block `b` with `tokens`; merges it with free mapped neighbours (token union).
+  /// Returns the merged free block.
+  arena_block* release(arena_block* b, token_set tokens);
+  /// Turns [from, to) of the free block `b` into `state` (mapped <-> unmapped) and merges it with
+  /// neighbours in that state. Unmapping needs granule-aligned bounds and drops the tokens (the
+  /// caller knows they are complete); newly mapped memory has none. Returns the block that now
+  /// holds [from, to).
+  arena_block* change_state(arena_block* b, std::uintptr_t from, std::uintptr_t to,
+                            block_state state);
+
+  [[nodiscard]] arena_block* find_live(std::uintptr_t p) const noexcept;
+  /// The block of `r` that holds address a (a walk through the range: for rare paths).
+  [[nodiscard]] static arena_block* block_at(const arena_range& r, std::uintptr_t a) noexcept;
+  [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
+  [[nodiscard]] const std::unordered_map<std::uintptr_t, arena_block*>& live_blocks() const noexcept {
+    return live_;
+  }
+
+  struct by_size {
+    bool operator()(const arena_block* a, const arena_block* b) const noexcept {
+      return a->size != b->size ? a->size < b->size : a->start < b->start;
+    }
+  };
+  struct by_start {
+    bool operator()(const arena_block* a, const arena_block* b) const noexcept {
+      return a->start < b->start;
+    }
+  };
+  /// Free mapped blocks, smallest first (best fit is lower_bound).
+  [[nodiscard]] const std::set<arena_block*, by_size>& mapped_free() const noexcept {
+    return mapped_;
+  }
+  /// Free unmapped blocks, in address order.
+  [[nodiscard]] const std::set<arena_block*, by_start>& unmapped_free() const noexcept {
+    return unmapped_;
+  }
+
+  /// A place for n bytes that needs mapping: a window in a chain that contains unmapped space.
+  struct window {
+    std::uintptr_t start = 0;
+    std::size_t map_granules = 0;  // unmapped granules under the window
+    std::uintptr_t chain_start = 0, chain_end = 0;
+    bool pending = false;  // a mapped block under it is not ready (its tokens need a wait)
+    std::vector<arena_block*> pieces;  // the free blocks the window overlaps, in address order
+  };
+  /// The window for n bytes: one whose mapped part is ready (`ready(block)`) if any, then the one
+  /// that maps the fewest granules, then the smallest chain, then the lowest address. nullopt
+  /// when no chain with unmapped space is large enough.
+  [[nodiscard]] std::optional<window> best_window(
+      std::size_t n, const std::function<bool(const arena_block&)>& ready) const;
+  /// The granules [first, last) under the unmapped blocks of `w`, one pair per unmapped piece.
+  [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::uintptr_t>> granules_to_map(
+      const window& w, std::size_t n) const;
+
+  /// Verifies every invariant above; aborts with a message when one is broken. For tests and
+  /// debug builds (cost: linear in the number of blocks).
+  void check() const;
+
+ private:
+  [[nodiscard]] std::uintptr_t round_down(std::uintptr_t a) const noexcept {
+    return a / granularity_ * granularity_;
+  }
+  [[nodiscard]] std::uintptr_t round_up(std::uintptr_t a) const noexcept {
+    return (a + granularity_ - 1) / granularity_ * granularity_;
+  }
+  void index(arena_block* b);    // into the free set of its state
+  void unindex(arena_block* b);  // out of it
+  /// Cuts b at `at` (inside it); the new right part has b's state and tokens. Neither is indexed.
+  static arena_block* split(arena_block* b, std::uintptr_t at);
+  /// Merges the unindexed free block b with neighbours in its state, indexes the result.
+  arena_block* merge_and_index(arena_block* b);
+
+  const std::size_t granularity_;
+  std::vector<std::unique_ptr<arena_range>> ranges_;
+  std::set<arena_block*, by_size> mapped_;
+  std::set<arena_block*, by_start> unmapped_;
+  std::unordered_map<std::uintptr_t, arena_block*> live_;
+};
+
+}  // namespace streampool::detail

@@ -1,0 +1,508 @@
+// streampool: the pool's large blocks (requests above small_max): the policy over the block arena.
+// docs/large-blocks.md is the note behind it: rationale, rules, evidence, limits.
+//
+// Virtual-memory path (a backend with caps().virtual_memory):
+//   1. a free block with memory behind it and no wait needed: best fit. No driver call.
+//   2. else a window: the place in a run of free blocks, some mapped, some not, that needs the
+//      fewest granules mapped (the frontier of what was mapped so far, or a hole), then the
+//      granules under it are mapped with physical memory taken from free blocks whose work is
+//      complete (a remap), and only when there is not enough of that, with new physical memory.
+//   3. but when new memory would be needed and a mapped free block fits behind a device-side
+//      wait, the wait is taken instead: it saves real growth, nothing less does.
+//   Memory goes back only on trim(), past release_threshold, or under pressure (the out-of-memory
+//   ladder trims). So steady-state reuse makes no driver call and no host wait.
+//
+// Segment path (no virtual memory): blocks of whole upstream allocations, three rules keep
+// reserved memory close to live memory (see allocate_segment_path below).
+#include <algorithm>
+#include <chrono>
+
+#include "pool_state.hpp"
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+bool all_complete(const token_set& tokens) {
+  return std::all_of(tokens.begin(), tokens.end(),
+                     [](const token& t) { return t.ready_for(nullptr); });
+}
+
+bool all_ready_for(const token_set& tokens, const timeline* on) {
+  return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
+}
+
+void* to_ptr(std::uintptr_t a) { return reinterpret_cast<void*>(a); }  // NOLINT(performance-no-int-to-ptr)
+std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+/// How often a stream that frees large blocks records a marker: every 32nd large free, or after a
+/// millisecond. Often enough that memory freed a little earlier is seen complete (by other
+/// streams, and for remapping), rarely enough that markers cost nothing next to a training step
+/// (a few dozen per step of ~1,000 large frees).
+constexpr std::int64_t mark_interval_ns = 1'000'000;
+constexpr std::uint32_t mark_every = 32;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// ---- both paths -------------------------------------------------------------------------------
+
+void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
+  const std::size_t size = round_up(bytes, min_block);
+  if (virtual_large_) {
+    void* p = with_reclaim(size, [&]() -> void* {
+      if (void* q = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return q;
+      return grow_virtual(s, size);
+    });
+    if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
+      const std::lock_guard growth(growth_mu_);
+      const std::size_t reserved = reserved_now_.load();
+      if (reserved > options_.release_threshold) release_free_granules(reserved - options_.release_threshold);
+    }
+    return p;
+  }
+  return with_reclaim(size, [&]() -> void* {
+    if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/false)) return p;
+    // Rule 1: before growing, give back every wholly free large segment. A growth happens only
+    // when no free block fits (or rule 2 refused one), so these segments are stranded memory:
+    // returning them first keeps peak reserved near peak live instead of stacking the new segment
+    // on top of them. Growing may block anyway (the upstream call is slow; cuMemFree
+    // synchronises), so host-waiting for their work here is allowed.
+    give_back_free_segments();
+    if (void* p = grow_segment(s, size)) return p;
+    // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
+    // failing.
+    return take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true);
+  });
+}
+
+void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_ok,
+                                  bool split_big) {
+  const timeline* me = &s.get_timeline();
+  token_set waits;
+  arena_block* b = nullptr;
+  {
+    std::lock_guard lock(large_mu_);
+    const auto& free = arena_.mapped_free();
+    arena_block probe;
+    probe.size = size;
+    arena_block* pick = nullptr;
+    arena_block* fallback = nullptr;
+    int scanned = 0;
+    // Best fit among blocks that need no wait; else the best fit, behind a device-side wait.
+    for (auto it = free.lower_bound(&probe); it != free.end() && scanned < 16; ++it, ++scanned) {
+      // Rule 2 (segment path): do not split a big free block (>= big_block) for a request under
+      // half of it; grow instead. Cutting a small request out of a big block leaves a remainder
+      // just too small for the next big request of the same size (on the GPT-2 trace: a 393 MiB
+      // request split a free 786 MiB segment, and the next 785 MiB request grew a new one). The
+      // set is ordered by size, so every later block is big too.
+      if (!split_big && (*it)->size >= big_block && size < (*it)->size / 2) break;
+      if (all_ready_for((*it)->tokens, me)) {
+        pick = *it;
+        break;
+      }
+      if (fallback == nullptr) fallback = *it;
+    }
+    if (pick == nullptr && pending_ok) pick = fallback;
+    if (pick == nullptr) return nullptr;
+    waits = pick->tokens;
+    b = arena_.take(pick, pick->start, size);
+  }
+  return hand_out_large(s, b, waits, /*fresh=*/false);
+}
+
+void* pool_state::hand_out_large(stream_ref s, arena_block* b, const token_set& waits, bool fresh) {
+  const bool waited = order_after(s, waits);
+  (fresh ? fresh_allocations_ : waited ? waited_reuses_ : ready_reuses_)
+      .fetch_add(1, std::memory_order_relaxed);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  count_allocation(b->size);
+  return to_ptr(b->start);
+}
+
+arena_block* pool_state::live_large(const void* p) const { return arena_.find_live(to_addr(p)); }
+
+void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_ref* s) {
+  std::size_t size = 0;
+  {
+    std::lock_guard lock(large_mu_);
+    arena_block* b = live_large(p);
+    if (b == nullptr) {
+      STREAMPOOL_FAIL(format("deallocate: %s is not the start of a live block of pool %llu "
+                             "(double free, or a pointer into a block)",
+                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+    }
+    size = b->size;
+    token_set tokens = std::move(b->tokens);  // recorded uses, if any
+    // Poison only behind every recorded use (see deallocate_chunk).
+    if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
+      s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
+    }
+    if (s != nullptr) merge_token(tokens, s->now());
+    for (const token& t : uses) merge_token(tokens, t);
+    arena_.release(b, std::move(tokens));
+  }
+  // A marker now and then on the freeing stream: without one, the free point is never known
+  // complete (markers are lazy), so other streams would have to wait for this block and the
+  // remapping could never use it. A cheap clock read when one was recorded recently.
+  if (s != nullptr) s->get_timeline().mark_now_and_then(now_ns(), mark_interval_ns, mark_every);
+  deallocations_.fetch_add(1, std::memory_order_relaxed);
+  count_deallocation(size);
+}
+
+void pool_state::record_use_large(void* p, const token& use) {
+  std::lock_guard lock(large_mu_);
+  arena_block* b = live_large(p);
+  STREAMPOOL_EXPECTS(b != nullptr,
+                     format("record_use: %s is not the start of a live block of pool %llu",
+                            format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+  merge_token(b->tokens, use);
+  b->has_uses = true;
+}
+
+std::size_t pool_state::trim_large() {
+  if (virtual_large_) {
+    const std::lock_guard growth(growth_mu_);
+    return release_free_granules(SIZE_MAX);
+  }
+  std::vector<large_range*> release;
+  {
+    std::lock_guard lock(large_mu_);
+    for (const auto& r : arena_.ranges()) {
+      arena_block* b = block_arena::sole_free_block(*r);
+      if (b != nullptr && all_complete(b->tokens)) release.push_back(static_cast<large_range*>(r->owner));
+    }
+    for (large_range* lr : release) arena_.remove_range(lr->arena);
+  }
+  std::size_t released = 0;
+  for (large_range* lr : release) {
+    released += lr->bytes;
+    release_segment(lr);
+  }
+  return released;
+}
+
+void pool_state::destroy_large() noexcept {
+  // Every pending use was waited for (wait_all_pending); nothing else runs on this pool.
+  for (auto& [base, r] : large_ranges_) {
+    if (!r->virtual_range) {
+      backend_->deallocate(base, r->bytes);
+      continue;
+    }
+    const std::size_t g = backend_->caps().granularity;
+    for (std::size_t i = 0; i < r->handles.size(); ++i) {
+      if (r->handles[i] == nullptr) continue;
+      backend_->unmap(static_cast<std::byte*>(base) + i * g, g);
+      backend_->release_physical(r->handles[i]);
+    }
+    backend_->unreserve(base, r->bytes);
+  }
+}
+
+// ---- segment path -----------------------------------------------------------------------------
+
+void* pool_state::grow_segment(stream_ref s, std::size_t size) {
+  // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
+  // memory on real traces, and every extra byte here is a byte of reserved-over-live.
+  const std::size_t g = backend_->caps().granularity;
+  std::size_t bytes = round_up(size, g);
+  const growing_scope growing(growing_);
+  void* base = nullptr;
+  // Rule 3: a mid-size request that is not a multiple of the granularity gets a shared segment
+  // of mid_segment bytes, which later mid-size requests fill. A segment each would strand its
+  // rounding tail (up to a granule per request), a tail no later request <= small_max uses and
+  // few large ones fit; on the GPT-2 trace those tails were a quarter of a GiB at the peak.
+  // Only with a coarse granularity (a GPU's 2 MiB): with a fine one the tails are small and a
+  // shared segment would cost more than it saves.
+  if (g >= (std::size_t{1} << 20) && bytes != size && size <= mid_max &&
+      mid_segment >= 2 * bytes) {
+    base = grow(round_up(mid_segment, g));
+    if (base != nullptr) bytes = round_up(mid_segment, g);
+  }
+  if (base == nullptr) base = grow(bytes);  // also when the limit refuses the shared segment
+  if (base == nullptr) return nullptr;
+  auto owned = std::make_unique<large_range>(base, bytes, /*is_virtual=*/false);
+  large_range* r = owned.get();
+  arena_block* b = nullptr;
+  {
+    std::lock_guard lock(large_mu_);
+    r->arena = arena_.add_range(to_addr(base), bytes, block_state::mapped, r);
+    b = arena_.take(r->arena->first, to_addr(base), size);
+  }
+  {
+    std::lock_guard lock(segments_mu_);
+    map_.insert(base, bytes, r);
+    large_ranges_.emplace(base, std::move(owned));
+  }
+  return hand_out_large(s, b, {}, /*fresh=*/true);
+}
+
+void pool_state::give_back_free_segments() {
+  std::vector<std::pair<large_range*, token_set>> whole;
+  {
+    std::lock_guard lock(large_mu_);
+    for (const auto& r : arena_.ranges()) {
+      if (arena_block* b = block_arena::sole_free_block(*r)) {
+        whole.emplace_back(static_cast<large_range*>(r->owner), std::move(b->tokens));
+      }
+    }
+    for (auto& [lr, tokens] : whole) arena_.remove_range(lr->arena);
+  }
+  // Out of the arena, nobody else can take them; no lock is held while waiting. Memory goes
+  // back to the upstream only after its pending work is complete (invariant 1).
+  for (auto& [lr, tokens] : whole) {
+    for (const token& t : tokens) {
+      if (t.line->completed() >= t.at) continue;
+      t.line->wait_host(t.at);
+      host_waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    release_segment(lr);
+  }
+}
+
+// ---- virtual-memory path ----------------------------------------------------------------------
+
+bool pool_state::reserve_range(std::size_t bytes) {
+  // Address space is cheap and physical memory is what counts, so ranges are large: twice the
+  // device (or the limit), so that fragmentation of addresses never forces a second range in
+  // practice. Growth is serialised (growth_mu_), so no two threads reserve at once.
+  const std::size_t g = backend_->caps().granularity;
+  const std::size_t device = std::max(backend_->caps().total_memory, limit_.load());
+  std::size_t want = round_up(std::max({bytes, 2 * device, std::size_t{1} << 30}), g);
+  void* base = nullptr;
+  while (base == nullptr && want >= round_up(bytes, g)) {
+    base = backend_->reserve(want);
+    if (base == nullptr) want = want / 2 / g * g;
+  }
+  if (base == nullptr) return false;
+  upstream_reserves_.fetch_add(1, std::memory_order_relaxed);
+  auto owned = std::make_unique<large_range>(base, want, /*is_virtual=*/true);
+  large_range* r = owned.get();
+  {
+    std::lock_guard lock(segments_mu_);
+    large_ranges_.emplace(base, std::move(owned));  // pages enter the map as they are mapped
+  }
+  std::lock_guard lock(large_mu_);
+  r->arena = arena_.add_range(to_addr(base), want, block_state::unmapped, r);
+  return true;
+}
+
+std::vector<pool_state::granule_run> pool_state::complete_free_granules(
+    std::size_t granules, std::uintptr_t avoid_from, std::uintptr_t avoid_to) {
+  const std::size_t g = backend_->caps().granularity;
+  std::vector<granule_run> runs;
+  arena_block probe;
+  probe.size = g;
+  // Smallest first: a small free block is the least likely to fit a later request, so taking its
+  // memory costs the least; the big free blocks stay whole.
+  const auto& free = arena_.mapped_free();
+  for (auto it = free.lower_bound(&probe); it != free.end() && granules > 0; ++it) {
+    arena_block* b = *it;
+    if (b->end() > avoid_from && b->start < avoid_to) continue;
+    const std::uintptr_t from = round_up(b->start, g), to = b->end() / g * g;
+    if (to <= from || !all_complete(b->tokens)) continue;
+    const std::size_t take = std::min(granules, (to - from) / g);
+    runs.push_back({static_cast<large_range*>(b->range->owner), from, from + take * g});
+    granules -= take;
+  }
+  return runs;
+}
+
+std::vector<native_physical> pool_state::detach_granules(const std::vector<granule_run>& runs) {
+  const std::size_t g = backend_->caps().granularity;
+  std::vector<native_physical> handles;
+  for (const granule_run& run : runs) {
+    // The run lies inside one mapped free block.
+    arena_block* holder = block_arena::block_at(*run.range->arena, run.from);
+    STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped &&
+                      run.to <= holder->end());
+    arena_.change_state(holder, run.from, run.to, block_state::unmapped);
+    for (std::uintptr_t a = run.from; a < run.to; a += g) {
+      native_physical& h = run.range->handles[(a - to_addr(run.range->base)) / g];
+      handles.push_back(h);
+      h = nullptr;
+    }
+  }
+  return handles;
+}
+
+void pool_state::unmap_runs(const std::vector<granule_run>& runs) {
+  const std::size_t g = backend_->caps().granularity;
+  for (const granule_run& run : runs) {
+    {
+      std::lock_guard lock(segments_mu_);
+      map_.erase(to_ptr(run.from), run.to - run.from);
+    }
+    backend_->unmap(to_ptr(run.from), run.to - run.from);
+    upstream_unmaps_.fetch_add((run.to - run.from) / g, std::memory_order_relaxed);
+  }
+}
+
+std::vector<native_physical> pool_state::create_physical(std::size_t granules) {
+  const std::size_t g = backend_->caps().granularity;
+  std::vector<native_physical> handles;
+  handles.reserve(granules);
+  while (handles.size() < granules) {
+    if (!reserve_bytes(g)) break;
+    native_physical h = nullptr;
+    try {
+      h = backend_->create_physical();
+    } catch (...) {
+      unreserve_bytes(g);
+      release_physical(handles);
+      throw;
+    }
+    if (h == nullptr) {
+      unreserve_bytes(g);
+      break;
+    }
+    upstream_creates_.fetch_add(1, std::memory_order_relaxed);
+    handles.push_back(h);
+  }
+  return handles;
+}
+
+void pool_state::release_physical(std::vector<native_physical>& handles) {
+  for (native_physical h : handles) {
+    backend_->release_physical(h);
+    upstream_releases_.fetch_add(1, std::memory_order_relaxed);
+    unreserve_bytes(backend_->caps().granularity);
+  }
+  handles.clear();
+}
+
+std::size_t pool_state::release_free_granules(std::size_t bytes) {
+  const std::size_t g = backend_->caps().granularity;
+  std::vector<granule_run> runs;
+  std::vector<native_physical> handles;
+  {
+    std::lock_guard lock(large_mu_);
+    runs = complete_free_granules(bytes / g == 0 ? 1 : bytes / g, 0, 0);
+    handles = detach_granules(runs);
+  }
+  unmap_runs(runs);
+  const std::size_t released = handles.size() * g;
+  release_physical(handles);
+  return released;
+}
+
+void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
+  const std::size_t g = backend_->caps().granularity;
+  const timeline* me = &s.get_timeline();
+  const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
+  // One growth at a time: the arena may say "unmapped" ahead of the device only while this is
+  // held, and the driver calls below run under it (never under large_mu_, which frees take).
+  const std::lock_guard growth(growth_mu_);
+  std::vector<native_physical> fresh;  // created for this growth, before the plan is committed
+  struct release_unused {
+    pool_state& pool;
+    std::vector<native_physical>& handles;
+    ~release_unused() { pool.release_physical(handles); }
+  } unused{*this, fresh};
+
+  for (;;) {
+    std::vector<granule_run> sources, targets;
+    std::vector<native_physical> moved;
+    arena_block* b = nullptr;
+    token_set waits;
+    bool fresh_memory = false;
+    {
+      std::unique_lock lock(large_mu_);
+      // Another thread may have freed a fitting block while this one waited for growth_mu_.
+      lock.unlock();
+      if (void* p = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return p;
+      lock.lock();
+      std::optional<block_arena::window> w = arena_.best_window(size, ready);
+      if (!w) {
+        lock.unlock();
+        if (!reserve_range(size)) return nullptr;
+        continue;
+      }
+      const std::size_t need = w->map_granules;
+      if (need > fresh.size()) {
+        sources = complete_free_granules(need - fresh.size(), w->chain_start, w->chain_end);
+        std::size_t have = fresh.size();
+        for (const granule_run& r : sources) have += (r.to - r.from) / g;
+        if (have < need) {
+          // New memory would be needed. A free block that fits behind a device-side wait saves
+          // that growth; a wait couples the two streams, so it is taken only here.
+          lock.unlock();
+          if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) return p;
+          std::vector<native_physical> more = create_physical(need - have);
+          const bool enough = more.size() == need - have;
+          fresh.insert(fresh.end(), more.begin(), more.end());
+          if (!enough) return nullptr;  // the reclaim ladder trims, runs hooks, and retries
+          continue;                      // plan again: the arena may have changed meanwhile
+        }
+      }
+      // Commit the plan in the arena: the sources become unmapped, the window mapped and live.
+      const std::uintptr_t window_start = w->start;
+      const auto runs = arena_.granules_to_map(*w, size);
+      moved = detach_granules(sources);
+      // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may
+      // delete them, but never another unmapped piece (a mapped one lies between).
+      std::vector<arena_block*> holes;
+      for (arena_block* p : w->pieces)
+        if (p->state == block_state::unmapped) holes.push_back(p);
+      arena_block* holder = nullptr;
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        holder = arena_.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+        targets.push_back(
+            {static_cast<large_range*>(holder->range->owner), runs[i].first, runs[i].second});
+      }
+      if (holder == nullptr) holder = w->pieces.front();  // nothing to map (not reached: best fit)
+      STREAMPOOL_ASSERT(holder->start <= window_start && window_start + size <= holder->end());
+      waits = holder->tokens;
+      b = arena_.take(holder, window_start, size);
+      fresh_memory = !targets.empty();
+    }
+    // Device work, under growth_mu_ only: unmap the sources, map everything into the window.
+    unmap_runs(sources);
+    moved.insert(moved.end(), fresh.begin(), fresh.end());
+    fresh.clear();
+    std::size_t used = 0, mapped_runs = 0;
+    for (const granule_run& t : targets) {
+      const std::size_t n = (t.to - t.from) / g;
+      if (!backend_->map(to_ptr(t.from), std::span<const native_physical>(moved).subspan(used, n))) {
+        break;
+      }
+      ++mapped_runs;
+      upstream_maps_.fetch_add(n, std::memory_order_relaxed);
+      std::lock_guard lock(large_mu_);
+      large_range* r = t.range;
+      const std::size_t first = (t.from - to_addr(r->base)) / g;
+      if (r->handles.size() < first + n) r->handles.resize(first + n, nullptr);
+      std::copy_n(moved.begin() + static_cast<std::ptrdiff_t>(used), n,
+                  r->handles.begin() + static_cast<std::ptrdiff_t>(first));
+      used += n;
+      std::lock_guard seg(segments_mu_);
+      map_.insert(to_ptr(t.from), t.to - t.from, r);
+    }
+    // What was moved or created but not mapped goes back (only when a map failed).
+    std::vector<native_physical> spare(moved.begin() + static_cast<std::ptrdiff_t>(used), moved.end());
+    release_physical(spare);
+    if (mapped_runs < targets.size()) {
+      // The device refused a mapping (out of memory for its page tables): free the window and
+      // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
+      std::lock_guard lock(large_mu_);
+      arena_.release(b, {});
+      for (std::size_t i = mapped_runs; i < targets.size(); ++i) {
+        const granule_run& t = targets[i];
+        arena_block* holder = block_arena::block_at(*t.range->arena, t.from);
+        STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped);
+        arena_.change_state(holder, t.from, t.to, block_state::unmapped);
+      }
+      return nullptr;
+    }
+    return hand_out_large(s, b, waits, fresh_memory);
+  }
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,229 @@
+// The pool's large blocks on virtual memory (src/core/pool_large.cpp, docs/large-blocks.md), on
+// the host backend, whose ranges are real mmap reservations: steady state without upstream calls,
+// coalescing across what used to be separate segments, remapping before creating, trim, the
+// release threshold, the memory limit, exact peaks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "streampool/streampool.hpp"
+
+namespace sp = streampool;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+constexpr std::size_t g = 2 * MiB;  // the H200's granule, as the replay uses
+
+sp::device vm_device(std::size_t total = 0, bool checking = false) {
+  return sp::device(sp::make_host_backend(
+      {.checking = checking, .total_memory = total, .granularity = g, .virtual_memory = true}));
+}
+
+/// One "training step": a fixed sequence of large allocations and frees, like a framework's.
+void step(sp::pool& p, sp::stream_ref s) {
+  std::vector<void*> acts;
+  for (std::size_t i = 0; i < 12; ++i) acts.push_back(p.allocate(s, (3 + i % 5) * MiB + 4096 * i));
+  void* big = p.allocate(s, 40 * MiB);
+  for (std::size_t i = 0; i < acts.size(); i += 2) p.deallocate(s, acts[i]);
+  void* mid = p.allocate(s, 9 * MiB);
+  p.deallocate(s, big);
+  for (std::size_t i = 1; i < acts.size(); i += 2) p.deallocate(s, acts[i]);
+  p.deallocate(s, mid);
+}
+
+}  // namespace
+
+TEST(LargeBlocks, SteadyStateMakesNoUpstreamCallAndNoHostWait) {
+  sp::device d = vm_device();
+  ASSERT_TRUE(d.get_backend().caps().virtual_memory);
+  sp::pool p(d);
+  sp::stream s(d);
+  for (int i = 0; i < 3; ++i) step(p, s);
+  const sp::pool_statistics warm = p.statistics();
+  EXPECT_GT(warm.upstream_creates, 0u);
+  EXPECT_GT(warm.upstream_maps, 0u);
+  EXPECT_EQ(warm.upstream_reserves, 1u);
+  for (int i = 0; i < 20; ++i) step(p, s);
+  const sp::pool_statistics st = p.statistics();
+  EXPECT_EQ(st.upstream_calls(), warm.upstream_calls()) << "driver calls in the steady state";
+  EXPECT_EQ(st.host_waits, 0u);
+  EXPECT_EQ(st.live_bytes, 0u);
+}
+
+TEST(LargeBlocks, FreeBlocksCoalesceAcrossFormerSegments) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* a = p.allocate(s, 8 * MiB);
+  void* b = p.allocate(s, 8 * MiB);
+  EXPECT_EQ(static_cast<char*>(b), static_cast<char*>(a) + 8 * MiB) << "packed in one range";
+  p.deallocate(s, a);
+  p.deallocate(s, b);
+  const auto before = p.statistics();
+  void* c = p.allocate(s, 16 * MiB);  // needs both: one free block now
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(p.statistics().upstream_calls(), before.upstream_calls());
+  p.deallocate(s, c);
+}
+
+TEST(LargeBlocks, RemapsCompleteFreeMemoryBeforeCreatingMore) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  // Four 8 MiB blocks with a live 4 MiB block between each: freed, none fits 24 MiB.
+  std::vector<void*> gaps, walls;
+  for (int i = 0; i < 4; ++i) {
+    gaps.push_back(p.allocate(s, 8 * MiB));
+    walls.push_back(p.allocate(s, 4 * MiB));
+  }
+  for (void* q : gaps) p.deallocate(s, q);
+  s.synchronize();  // their work is complete, and known to be
+  const auto before = p.statistics();
+  void* big = p.allocate(s, 24 * MiB);
+  const auto after = p.statistics();
+  // The 24 MiB came from the freed blocks' physical memory, moved: no new memory.
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.upstream_creates, before.upstream_creates);
+  EXPECT_GT(after.upstream_unmaps, before.upstream_unmaps);
+  EXPECT_EQ(after.upstream_maps - before.upstream_maps, after.upstream_unmaps - before.upstream_unmaps);
+  EXPECT_EQ(after.host_waits, 0u);
+  // The memory is usable: fill and read back through the host backend.
+  std::memset(big, 0x5A, 24 * MiB);
+  EXPECT_EQ(static_cast<unsigned char*>(big)[24 * MiB - 1], 0x5A);
+  p.deallocate(s, big);
+  for (void* q : walls) p.deallocate(s, q);
+}
+
+TEST(LargeBlocks, TrimGivesEveryFreeGranuleBack) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* keep = p.allocate(s, 5 * MiB);
+  for (int i = 0; i < 3; ++i) step(p, s);
+  s.synchronize();
+  const std::size_t upstream_before = sp::host_allocated_bytes(d.get_backend());
+  const std::size_t released = p.trim();
+  const auto st = p.statistics();
+  EXPECT_GT(released, 0u);
+  // What is left: the granules under the live block (5 MiB: three granules).
+  EXPECT_EQ(st.reserved_bytes, 3 * g);
+  EXPECT_EQ(sp::host_allocated_bytes(d.get_backend()), upstream_before - released);
+  EXPECT_GT(st.upstream_releases, 0u);
+  std::memset(keep, 1, 5 * MiB);  // still mapped
+  p.deallocate(s, keep);
+  s.synchronize();
+  p.trim();
+  EXPECT_EQ(p.statistics().reserved_bytes, 0u);
+  EXPECT_EQ(sp::host_allocated_bytes(d.get_backend()), 0u);
+}
+
+TEST(LargeBlocks, ReleaseThresholdBoundsWhatIsKept) {
+  sp::device d = vm_device();
+  sp::pool p(d, {.release_threshold = 16 * MiB});
+  sp::stream s(d);
+  void* a = p.allocate(s, 64 * MiB);
+  p.deallocate(s, a);
+  s.synchronize();
+  void* b = p.allocate(s, 2 * MiB);  // the next large allocation gives the excess back
+  EXPECT_LE(p.statistics().reserved_bytes, 16 * MiB);
+  p.deallocate(s, b);
+}
+
+TEST(LargeBlocks, MemoryLimitIsMetByRemappingNotByFailing) {
+  sp::device d = vm_device();
+  sp::pool p(d, {.memory_limit = 48 * MiB});
+  sp::stream s(d);
+  std::mt19937_64 rng(3);
+  std::vector<void*> live;
+  std::size_t live_bytes = 0;
+  for (int i = 0; i < 400; ++i) {
+    const std::size_t n = (2 + rng() % 14) * MiB + (rng() % 16) * 4096;
+    if (live_bytes + n + 8 * MiB <= 48 * MiB) {
+      live.push_back(p.allocate(s, n));
+      live_bytes += p.block_size(live.back());
+    } else {
+      std::shuffle(live.begin(), live.end(), rng);
+      live_bytes -= p.block_size(live.back());
+      p.deallocate(s, live.back());
+      live.pop_back();
+    }
+    ASSERT_LE(p.statistics().reserved_bytes, 48 * MiB);
+  }
+  for (void* q : live) p.deallocate(s, q);
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+}
+
+TEST(LargeBlocks, PeaksAreExact) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  std::mt19937_64 rng(5);
+  std::vector<void*> live;
+  std::size_t now = 0, peak = 0;
+  for (int i = 0; i < 2000; ++i) {
+    if (live.empty() || rng() % 3 != 0) {
+      const std::size_t n = rng() % 2 ? 256 * (1 + rng() % 64) : MiB * (1 + rng() % 6);
+      live.push_back(p.allocate(s, n));
+      now += p.block_size(live.back());
+      peak = std::max(peak, now);
+    } else {
+      const std::size_t k = rng() % live.size();
+      now -= p.block_size(live[k]);
+      p.deallocate(s, live[k]);
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+  }
+  const auto st = p.statistics();
+  EXPECT_EQ(st.peak_live_bytes, peak);
+  EXPECT_EQ(st.live_bytes, now);
+  EXPECT_GE(st.peak_reserved_bytes, st.reserved_bytes);
+  for (void* q : live) p.deallocate(s, q);
+}
+
+TEST(LargeBlocks, PointersIntoUnmappedAddressSpaceAreRejected) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* a = p.allocate(s, 4 * MiB);
+  void* beyond = static_cast<char*>(a) + 64 * MiB;  // inside the reserved range, not mapped
+  EXPECT_THROW(p.deallocate(s, beyond), sp::logic_error);
+  EXPECT_FALSE(p.owns(beyond));
+  p.deallocate(s, a);
+}
+
+TEST(LargeBlocks, CheckingModeSeesNoRaceAcrossRemaps) {
+  // Streams hand large blocks to each other while memory is remapped under a tight limit; the
+  // race checker watches every command.
+  sp::device d = vm_device(0, /*checking=*/true);
+  sp::pool p(d, {.memory_limit = 40 * MiB});
+  sp::stream s1(d), s2(d);
+  std::mt19937_64 rng(11);
+  struct block {
+    void* q;
+    std::size_t n;
+    sp::stream* s;  // the stream that wrote it, and frees it
+  };
+  std::vector<block> live;
+  for (int i = 0; i < 300; ++i) {
+    sp::stream& s = rng() % 2 ? s1 : s2;
+    std::size_t sum = 0;
+    for (const block& b : live) sum += b.n;
+    const std::size_t n = (2 + rng() % 6) * MiB;
+    if (sum + n + 8 * MiB <= 40 * MiB) {
+      void* q = p.allocate(s, n);
+      s.ref().submit(sp::command::make(sp::fill_command{q, static_cast<std::uint64_t>(i), 1, n}));
+      live.push_back({q, n, &s});
+    } else {
+      const std::size_t k = rng() % live.size();
+      p.deallocate(*live[k].s, live[k].q);
+      live.erase(live.begin() + static_cast<long>(k));
+    }
+  }
+  for (const block& b : live) p.deallocate(*b.s, b.q);
+  s1.synchronize();
+  s2.synchronize();
+  EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
+}
