@@ -28,6 +28,8 @@
  *
  * The stream-ordering contract (see include/streampool/pool.hpp for the full form):
  *   - sp_pool_allocate(pool, n, s): work submitted to s after the call may use the memory at once.
+ *     Memory is aligned to at least 256 bytes. Size 0 gives a unique pointer (like malloc(0)),
+ *     freed like any other.
  *   - sp_pool_deallocate(pool, p, s): p is reused only after all work submitted so far to s, to
  *     the stream it was allocated on, and to every stream named by sp_pool_record_use or used by
  *     the copy/fill helpers below has finished. It never blocks and never calls user code.
@@ -97,6 +99,7 @@ typedef struct sp_host_options_s {
   size_t total_memory;       /**< reported device size; 0 = the machine's RAM */
   size_t granularity;        /**< upstream allocation granularity (power of two >= 64 KiB) */
   int device_wait;           /**< 0: behave like a backend without device-side waits */
+  int virtual_memory;        /**< 0: behave like a backend without virtual memory */
 } sp_host_options_t;
 
 SP_API sp_status_t sp_host_options_init(sp_host_options_t* options);
@@ -143,6 +146,8 @@ typedef struct sp_pool_options_s {
   size_t small_max;           /**< requests up to this size come from slabs by size class */
   size_t stream_cache_bytes;  /**< per stream and size class, before spilling to shared lists */
   int poison_on_free;         /**< 1: fill freed memory with 0xDB, stream-ordered */
+  int virtual_memory;         /**< 1: large blocks on virtual memory where the device has it */
+  size_t release_threshold;   /**< virtual memory: keep at most this much (SIZE_MAX: keep all) */
 } sp_pool_options_t;
 
 SP_API sp_status_t sp_pool_options_init(sp_pool_options_t* options);
@@ -156,8 +161,9 @@ SP_API sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* o
  *  the pool goes back once every handle is gone and its last allocation is freed. */
 SP_API sp_status_t sp_pool_destroy(sp_pool_t pool);
 
-/** Stream-ordered allocation of `size` > 0 bytes for first use on `stream` (of the pool's
- *  device). STREAMPOOL_STATUS_OUT_OF_DEVICE_MEMORY after trimming and reclaim hooks. */
+/** Stream-ordered allocation of `size` bytes (0 allowed) for first use on `stream` (of the pool's
+ *  device), aligned to at least 256 bytes. STREAMPOOL_STATUS_OUT_OF_DEVICE_MEMORY after trimming
+ *  and reclaim hooks. */
 SP_API sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, void** ptr);
 /** Frees ptr (see the contract at the top). pool may be NULL: the pool that allocated ptr, even
  *  after every handle to it was destroyed. stream may be NULL: free after the work of the streams
@@ -188,6 +194,12 @@ typedef struct sp_pool_statistics_s {
   uint64_t upstream_deallocations;
   uint64_t reclaim_calls;
   size_t stream_caches;         /**< streams with a cache in this pool */
+  uint64_t upstream_reserves;   /**< virtual address ranges reserved */
+  uint64_t upstream_creates;    /**< physical granules created */
+  uint64_t upstream_releases;   /**< physical granules given back */
+  uint64_t upstream_maps;       /**< granules mapped */
+  uint64_t upstream_unmaps;     /**< granules unmapped */
+  uint64_t upstream_calls;      /**< all upstream calls above and the allocations/deallocations */
 } sp_pool_statistics_t;
 
 SP_API sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics);
@@ -207,6 +219,46 @@ SP_API sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, vo
                                             uint64_t* id);
 /** Removal does not wait for a call already running on another thread. */
 SP_API sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id);
+
+/* ---- native stream handles ----------------------------------------------------------------- */
+
+/* For frameworks that hand over their own stream on every call (a CUstream; on CUDA also 0, the
+ * legacy default stream, and CU_STREAM_PER_THREAD). Each native stream is wrapped once, on first
+ * use, and the wrapper found again through a per-thread cache: no handle to create and no lock
+ * per call. These calls bypass the C layer's allocation records: the pool checks the pointers
+ * itself, and the caller keeps `pool` alive while its memory is live. A native stream must not be
+ * destroyed while memory it used may still be reused behind it, unless its handle is never used
+ * again (streampool records markers on it when another stream must wait for it). */
+
+SP_API sp_status_t sp_pool_allocate_native(sp_pool_t pool, size_t size, void* native_stream,
+                                           void** ptr);
+/** Frees ptr after the work submitted so far to native_stream (and recorded uses). */
+SP_API sp_status_t sp_pool_deallocate_native(sp_pool_t pool, void* ptr, void* native_stream);
+/** Like sp_pool_record_use, for a native stream. */
+SP_API sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* native_stream);
+
+/* ---- the PyTorch plug-in (docs/torch.md; Python: streampool.torch.enable()) ------------------ */
+
+/** torch.cuda.memory.CUDAPluggableAllocator's alloc: one pool per CUDA device (its default pool).
+ *  Throws a C++ exception naming the numbers when out of memory (PyTorch turns it into a Python
+ *  exception); never returns NULL. */
+SP_API void* sp_torch_malloc(size_t size, int device, void* stream);
+/** CUDAPluggableAllocator's free. Never throws; a bad pointer is reported on stderr. */
+SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream);
+/** tensor.record_stream(stream) for memory of the plug-in: reuse waits for the stream's work. */
+SP_API void sp_torch_record_stream(void* ptr, void* stream);
+/** torch.cuda.empty_cache(): waits for the plug-in's streams, then gives every plug-in pool's
+ *  free memory back (trim). */
+SP_API void sp_torch_empty_cache(void);
+/** Sets PyTorch's record-stream and empty_cache hooks on its current CUDAPluggableAllocator.
+ *  `installed`: 1 = record_stream, 2 = empty_cache, or both. NOT_AVAILABLE when this PyTorch does
+ *  not export what is needed (then call sp_torch_set_conservative(1)). */
+SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* installed);
+/** 1: every free waits for the work of every stream the plug-in knows (safe without the
+ *  record-stream hook, at the price of waits for streams that never used the memory). */
+SP_API sp_status_t sp_torch_set_conservative(int on);
+/** A new handle to the plug-in's pool on CUDA device `device` (for statistics and trim). */
+SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool);
 
 /* ---- copy and fill helpers ------------------------------------------------------------------- */
 

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, in the repository root, after scripts/device-pack.sh: the GPU tests
-# (conformance, origin scenarios, backend contract), compute-sanitizer over the origin scenarios,
-# the fault-injection library against the same tests, then gpu_pool_bench and replay built there
-# (with PyTorch's allocator as an anchor when libtorch is found). Everything goes to $OUT.
-# DEVICE_CHECK_SKIP_BENCH=1 stops after the tests.
+# Runs on the GPU machine, in the repository root, after scripts/device-pack.sh (which builds here
+# what the GPU machine cannot: it has CUDA, CMake and PyTorch but no GoogleTest). Stages, chosen
+# with DEVICE_CHECK_STAGES (default: all of them, in this order):
+#   tests   the GPU tests (backend contract, conformance, origin scenarios, virtual memory),
+#           compute-sanitizer over the scenarios, the fault-injection library against the same
+#           tests (they must fail)
+#   torch   bench/torch/record_stream_check.py: the plug-in's record_stream, size 0, OOM, empty_cache
+#   replay  the GPT-2 trace through streampool on CUDA
+#   bench   gpu_pool_bench, compiled here against the carried library and PyTorch's c10 (its
+#           anchors: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator)
+#   e2e     bench/torch/run.py: GPT-2 and ResNet-50 training and the multi-stream server under
+#           every allocator (E2E_ROUNDS, E2E_STEPS, E2E_WORKLOADS)
+# Logs go to $OUT; each stage prints one status line per program.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "${out}"
 root=$(pwd)
+stages=${DEVICE_CHECK_STAGES:-tests torch replay bench e2e}
+lib=${root}/.gpurun/lib
 run() { # name, command...: logs to $out/name.txt and prints one status line
   local name=$1
   shift
@@ -16,36 +26,59 @@ run() { # name, command...: logs to $out/name.txt and prints one status line
   local rc=$?
   echo "${name}: rc=${rc} ($((SECONDS - t0)) s) $(grep -E 'PASSED|FAILED|SKIPPED|ERROR SUMMARY' "${out}/${name}.txt" | tr '\n' ' ' | cut -c1-300)"
 }
+has() { [[ " ${stages} " == *" $1 "* ]]; }
 nvidia-smi -L
-export LD_LIBRARY_PATH=${root}/.gpurun/lib
-for t in cuda_backend_test cuda_conformance_test cuda_scenarios_test; do
-  run "${t}" ".gpurun/bin/${t}"
-done
-export STREAMPOOL_MODEL_SEEDS=200
-for t in origin_reproducer_test invariants_test model_test; do
-  run "host_${t}" ".gpurun/bin/${t}"
-done
-run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
-  .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedAfter*:CudaOrdering.*'
-run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
-  .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedConcurrently*'
-run fault_scenarios env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
-  .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrdering.*'
-run fault_conformance env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
-  .gpurun/bin/cuda_conformance_test
-unset LD_LIBRARY_PATH
-if [[ ${DEVICE_CHECK_SKIP_BENCH:-0} == 1 ]]; then exit 0; fi
-torch=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))' 2>/dev/null || true)
-cfg=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMPOOL_BUILD_TESTS=OFF
-  -DSTREAMPOOL_BUILD_EXAMPLES=OFF -DSTREAMPOOL_BUILD_BENCHMARKS=ON
-  -DSTREAMPOOL_WARNINGS_AS_ERRORS=OFF)
-t0=${SECONDS}
-{ cmake -S . -B build/gpu "${cfg[@]}" -DSTREAMPOOL_BENCH_TORCH=ON -DSTREAMPOOL_TORCH_DIR="${torch}" &&
-  cmake --build build/gpu -j16 --target gpu_pool_bench replay; } >"${out}/bench_build.txt" 2>&1 ||
-  { cmake -S . -B build/gpu -DSTREAMPOOL_BENCH_TORCH=OFF &&
-    cmake --build build/gpu -j16 --target gpu_pool_bench replay; } >>"${out}/bench_build.txt" 2>&1
-echo "bench build: $((SECONDS - t0)) s"
-run gpu_pool_bench build/gpu/bench/gpu_pool_bench
-run replay build/gpu/tools/replay/replay bench/traces/gpt2-train.txt.gz
-tail -n 60 "${out}/gpu_pool_bench.txt"
-cat "${out}/replay.txt"
+export STREAMPOOL_LIBRARY=${lib}/libstreampool.so.0
+
+if has tests; then
+  export LD_LIBRARY_PATH=${lib}
+  for t in cuda_backend_test cuda_conformance_test cuda_scenarios_test cuda_virtual_memory_test; do
+    run "${t}" ".gpurun/bin/${t}"
+  done
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
+    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedAfter*:CudaOrdering.*'
+  run memcheck_vm compute-sanitizer --tool memcheck --error-exitcode 9 \
+    .gpurun/bin/cuda_virtual_memory_test
+  run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
+    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedConcurrently*'
+  run fault_scenarios env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
+    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrdering.*'
+  run fault_conformance env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
+    .gpurun/bin/cuda_conformance_test
+  unset LD_LIBRARY_PATH
+fi
+
+if has torch; then
+  run record_stream env PYTHONUNBUFFERED=1 python3 bench/torch/record_stream_check.py \
+    "${RECORD_STREAM_TRIALS:-1000}"
+  cat "${out}/record_stream.txt"
+fi
+
+if has replay; then
+  run replay env LD_LIBRARY_PATH="${lib}" .gpurun/bin/replay --backend cuda --backend host \
+    --backend exact bench/traces/gpt2-train.txt.gz
+  sed -n '/^| allocator/,$p' "${out}/replay.txt"
+fi
+
+if has bench; then
+  torch=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
+  t0=${SECONDS}
+  mkdir -p /tmp/bench
+  { nvcc -O2 -arch=sm_90 -c bench/spin_kernel.cu -o /tmp/bench/spin.o &&
+    g++ -O2 -std=c++20 -DSTREAMPOOL_BENCH_TORCH=1 -Iinclude -isystem "${torch}/include" \
+      -isystem /usr/local/cuda/include bench/gpu_pool_bench.cpp /tmp/bench/spin.o \
+      "${lib}/libstreampool.so.0" -L"${torch}/lib" -lc10 -lc10_cuda -L/usr/local/cuda/lib64 \
+      -lcudart -lpthread -Wl,-rpath,"${torch}/lib:${lib}" -o /tmp/bench/gpu_pool_bench; } \
+    >"${out}/bench_build.txt" 2>&1
+  echo "bench build: rc=$? ($((SECONDS - t0)) s)"
+  run gpu_pool_bench /tmp/bench/gpu_pool_bench
+  tail -n 60 "${out}/gpu_pool_bench.txt"
+fi
+
+if has e2e; then
+  t0=${SECONDS}
+  PYTHONUNBUFFERED=1 python3 bench/torch/run.py --rounds "${E2E_ROUNDS:-3}" \
+    --steps "${E2E_STEPS:-40}" --workloads "${E2E_WORKLOADS:-gpt2,resnet50,server}" \
+    --out "${out}/e2e.json" 2>&1 | tee "${out}/e2e.txt"
+  echo "e2e: $((SECONDS - t0)) s"
+fi

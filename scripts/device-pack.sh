@@ -15,6 +15,7 @@ grep -qx '/.gpurun/' .git/info/exclude 2>/dev/null || echo '/.gpurun/' >>.git/in
 for t in build/release/tests/*_test build/release/tests/c_api_*; do
   [[ -x ${t} && -f ${t} ]] && strip --strip-debug -o ".gpurun/bin/$(basename "${t}")" "${t}"
 done
+strip --strip-debug -o .gpurun/bin/replay build/release/tools/replay/replay
 strip --strip-debug -o .gpurun/lib/libstreampool.so.0 build/release/libstreampool.so.0.*
 strip --strip-debug -o .gpurun/faultlib/libstreampool.so.0 build/fault/libstreampool.so.0.*
 du -sh .gpurun

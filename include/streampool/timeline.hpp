@@ -84,11 +84,12 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// Returns false when no wait was needed.
   bool wait_device(native_queue waiter, point p);
 
-  /// Called for each large free on this timeline: records a marker for the current point on every
-  /// `every`-th call, or when the last one is more than `interval_ns` older than `now_ns` (a steady
-  /// clock). Lets others learn, without a marker per free, that memory freed on this timeline a
-  /// little earlier is complete. Never blocks: skipped when the timeline is busy or retired.
-  void mark_now_and_then(std::int64_t now_ns, std::int64_t interval_ns, std::uint32_t every);
+  /// Called for each large free on this timeline, of `bytes`: records a marker for the current
+  /// point on every `every`-th call, or once `bytes_between` bytes were freed since the last one.
+  /// Lets others learn, without a marker per free, that memory freed on this timeline a little
+  /// earlier is complete. Counts, not a clock: the same program records the same markers, every
+  /// run. Never blocks: skipped when the timeline is busy or retired.
+  void mark_now_and_then(std::size_t bytes, std::uint32_t every, std::size_t bytes_between);
 
   /// Called once by the owning stream: waits for all submitted work, then drops the queue and
   /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
@@ -119,8 +120,8 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   native_queue queue_;
   std::atomic<point> epoch_{1};
   std::atomic<point> completed_{0};
-  std::atomic<std::int64_t> last_mark_ns_{0};  // mark_now_and_then's clock
-  std::atomic<std::uint32_t> calls_since_mark_{0};
+  std::atomic<std::uint32_t> calls_since_mark_{0};  // mark_now_and_then's counts
+  std::atomic<std::size_t> bytes_since_mark_{0};
 
   std::mutex mu_;  // guards pending_, queue_ (writes) and caches_
   std::deque<std::pair<point, std::shared_ptr<marker>>> pending_;  // ascending points

@@ -54,12 +54,13 @@ status = ctypes.c_int
 class HostOptions(ctypes.Structure):
     _fields_ = [("checking", ctypes.c_int), ("max_delay_us", ctypes.c_uint),
                 ("seed", c_u64), ("total_memory", c_size), ("granularity", c_size),
-                ("device_wait", ctypes.c_int)]
+                ("device_wait", ctypes.c_int), ("virtual_memory", ctypes.c_int)]
 
 
 class PoolOptions(ctypes.Structure):
     _fields_ = [("memory_limit", c_size), ("small_max", c_size),
-                ("stream_cache_bytes", c_size), ("poison_on_free", ctypes.c_int)]
+                ("stream_cache_bytes", c_size), ("poison_on_free", ctypes.c_int),
+                ("virtual_memory", ctypes.c_int), ("release_threshold", c_size)]
 
 
 class PoolStatistics(ctypes.Structure):
@@ -69,7 +70,9 @@ class PoolStatistics(ctypes.Structure):
             "allocations", "deallocations", "fresh_allocations", "same_stream_reuses",
             "ready_reuses", "waited_reuses", "device_waits", "host_waits",
             "upstream_allocations", "upstream_deallocations", "reclaim_calls")] + [
-        ("stream_caches", c_size)]
+        ("stream_caches", c_size)] + [(name, c_u64) for name in (
+            "upstream_reserves", "upstream_creates", "upstream_releases", "upstream_maps",
+            "upstream_unmaps", "upstream_calls")]
 
 
 RECLAIM_FN = ctypes.CFUNCTYPE(None, c_ptr, c_size)
@@ -113,6 +116,13 @@ _signatures = {
     "sp_memcpy_to_host": (status, [c_ptr, c_ptr, c_ptr, c_size]),
     "sp_memcpy_device": (status, [c_ptr, c_ptr, c_ptr, c_size]),
     "sp_fill": (status, [c_ptr, c_ptr, c_u64, c_size, c_size]),
+    "sp_pool_allocate_native": (status, [c_ptr, c_size, c_ptr, _P(c_ptr)]),
+    "sp_pool_deallocate_native": (status, [c_ptr, c_ptr, c_ptr]),
+    "sp_pool_record_use_native": (status, [c_ptr, c_ptr, c_ptr]),
+    "sp_torch_install_hooks": (status, [ctypes.c_char_p, _P(ctypes.c_int)]),
+    "sp_torch_set_conservative": (status, [ctypes.c_int]),
+    "sp_torch_pool": (status, [ctypes.c_int, _P(c_ptr)]),
+    "sp_torch_empty_cache": (None, []),
 }
 for _name, (_res, _args) in _signatures.items():
     _f = getattr(lib, _name)

@@ -39,6 +39,7 @@ sp_status_t sp_host_options_init(sp_host_options_t* options) {
     options->total_memory = o.total_memory;
     options->granularity = o.granularity;
     options->device_wait = o.device_wait ? 1 : 0;
+    options->virtual_memory = o.virtual_memory ? 1 : 0;
   });
 }
 
@@ -53,6 +54,7 @@ sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t*
       o.total_memory = options->total_memory;
       o.granularity = options->granularity;
       o.device_wait = options->device_wait != 0;
+      o.virtual_memory = options->virtual_memory != 0;
     }
     *device = new sp_device_s{streampool::device(streampool::make_host_backend(o))};
   });

@@ -59,6 +59,8 @@ sp_status_t sp_pool_options_init(sp_pool_options_t* options) {
     options->small_max = o.small_max;
     options->stream_cache_bytes = o.stream_cache_bytes;
     options->poison_on_free = o.poison_on_free ? 1 : 0;
+    options->virtual_memory = o.virtual_memory ? 1 : 0;
+    options->release_threshold = o.release_threshold;
   });
 }
 
@@ -80,6 +82,8 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
       o.small_max = options->small_max;
       o.stream_cache_bytes = options->stream_cache_bytes;
       o.poison_on_free = options->poison_on_free != 0;
+      o.virtual_memory = options->virtual_memory != 0;
+      o.release_threshold = options->release_threshold;
     }
     *pool = new sp_pool_s(streampool::pool(device->dev, o));
   });
@@ -253,6 +257,12 @@ sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statist
     o.upstream_deallocations = st.upstream_deallocations;
     o.reclaim_calls = st.reclaim_calls;
     o.stream_caches = st.streams.size();
+    o.upstream_reserves = st.upstream_reserves;
+    o.upstream_creates = st.upstream_creates;
+    o.upstream_releases = st.upstream_releases;
+    o.upstream_maps = st.upstream_maps;
+    o.upstream_unmaps = st.upstream_unmaps;
+    o.upstream_calls = st.upstream_calls();
   });
 }
 

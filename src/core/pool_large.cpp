@@ -15,7 +15,8 @@
 // Segment path (no virtual memory): blocks of whole upstream allocations, three rules keep
 // reserved memory close to live memory (see allocate_segment_path below).
 #include <algorithm>
-#include <chrono>
+#include <cstdlib>
+#include <numeric>
 
 #include "pool_state.hpp"
 #include "streampool/error.hpp"
@@ -37,18 +38,15 @@ bool all_ready_for(const token_set& tokens, const timeline* on) {
 void* to_ptr(std::uintptr_t a) { return reinterpret_cast<void*>(a); }  // NOLINT(performance-no-int-to-ptr)
 std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-/// How often a stream that frees large blocks records a marker: every 32nd large free, or after a
-/// millisecond. Often enough that memory freed a little earlier is seen complete (by other
+/// How often a stream that frees large blocks records a marker: every 32nd large free, or after
+/// 256 MiB freed. Often enough that memory freed a little earlier is seen complete (by other
 /// streams, and for remapping), rarely enough that markers cost nothing next to a training step
 /// (a few dozen per step of ~1,000 large frees).
-constexpr std::int64_t mark_interval_ns = 1'000'000;
 constexpr std::uint32_t mark_every = 32;
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+/// Physical memory up to peak live + 1/50 (2%) is created when needed; beyond it, memory under
+/// free blocks whose work is complete is remapped first (see grow_virtual).
+constexpr std::size_t remap_slack_divisor = 50;
+constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 
 }  // namespace
 
@@ -151,8 +149,8 @@ void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_r
   }
   // A marker now and then on the freeing stream: without one, the free point is never known
   // complete (markers are lazy), so other streams would have to wait for this block and the
-  // remapping could never use it. A cheap clock read when one was recorded recently.
-  if (s != nullptr) s->get_timeline().mark_now_and_then(now_ns(), mark_interval_ns, mark_every);
+  // remapping could never use it. Two relaxed counters when no marker is due.
+  if (s != nullptr) s->get_timeline().mark_now_and_then(size, mark_every, mark_bytes);
   deallocations_.fetch_add(1, std::memory_order_relaxed);
   count_deallocation(size);
 }
@@ -168,6 +166,15 @@ void pool_state::record_use_large(void* p, const token& use) {
 }
 
 std::size_t pool_state::trim_large() {
+  // A free block's last point is known complete only once a marker covers it (markers are lazy):
+  // record one where none does yet (never waits), so that what has finished by now goes back.
+  token_set pending;
+  {
+    std::lock_guard lock(large_mu_);
+    for (arena_block* b : arena_.mapped_free())
+      for (const token& t : b->tokens) merge_token(pending, t);
+  }
+  for (const token& t : pending) (void)t.line->marker_for(t.at);
   if (virtual_large_) {
     const std::lock_guard growth(growth_mu_);
     return release_free_granules(SIZE_MAX);
@@ -413,12 +420,10 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
     arena_block* b = nullptr;
     token_set waits;
     bool fresh_memory = false;
+    // Another thread may have freed a fitting block while this one waited for growth_mu_.
+    if (void* p = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return p;
     {
       std::unique_lock lock(large_mu_);
-      // Another thread may have freed a fitting block while this one waited for growth_mu_.
-      lock.unlock();
-      if (void* p = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return p;
-      lock.lock();
       std::optional<block_arena::window> w = arena_.best_window(size, ready);
       if (!w) {
         lock.unlock();
@@ -427,7 +432,15 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       }
       const std::size_t need = w->map_granules;
       if (need > fresh.size()) {
-        sources = complete_free_granules(need - fresh.size(), w->chain_start, w->chain_end);
+        // Remap only beyond the slack: below it, new memory is cheaper in the long run. A remap
+        // moves memory from where a later request of the same step will want it back, so a
+        // program that needs one remap per step would remap every step, forever (the GPT-2
+        // trace did: 27 granules a step); a little memory created once ends that.
+        const std::size_t reserved = reserved_now_.load(std::memory_order_relaxed);
+        const std::size_t live_peak = peak_live_.load(std::memory_order_relaxed);
+        if (reserved + need * g > live_peak + live_peak / remap_slack_divisor) {
+          sources = complete_free_granules(need - fresh.size(), w->chain_start, w->chain_end);
+        }
         std::size_t have = fresh.size();
         for (const granule_run& r : sources) have += (r.to - r.from) / g;
         if (have < need) {
@@ -457,7 +470,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         targets.push_back(
             {static_cast<large_range*>(holder->range->owner), runs[i].first, runs[i].second});
       }
-      if (holder == nullptr) holder = w->pieces.front();  // nothing to map (not reached: best fit)
+      if (holder == nullptr) holder = w->pieces.front();  // a pending window over mapped memory
       STREAMPOOL_ASSERT(holder->start <= window_start && window_start + size <= holder->end());
       waits = holder->tokens;
       b = arena_.take(holder, window_start, size);
@@ -468,6 +481,10 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
     moved.insert(moved.end(), fresh.begin(), fresh.end());
     fresh.clear();
     std::size_t used = 0, mapped_runs = 0;
+    STREAMPOOL_ASSERT(std::accumulate(targets.begin(), targets.end(), std::size_t{0},
+                                      [g](std::size_t n, const granule_run& t) {
+                                        return n + (t.to - t.from) / g;
+                                      }) <= moved.size());
     for (const granule_run& t : targets) {
       const std::size_t n = (t.to - t.from) / g;
       if (!backend_->map(to_ptr(t.from), std::span<const native_physical>(moved).subspan(used, n))) {

@@ -77,16 +77,15 @@ bool timeline::wait_device(native_queue waiter, point p) {
 #endif
 }
 
-void timeline::mark_now_and_then(std::int64_t now_ns, std::int64_t interval_ns,
-                                 std::uint32_t every) {
-  if (calls_since_mark_.fetch_add(1, std::memory_order_relaxed) + 1 < every &&
-      now_ns - last_mark_ns_.load(std::memory_order_relaxed) < interval_ns) {
-    return;
-  }
+void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
+                                 std::size_t bytes_between) {
+  const std::uint32_t calls = calls_since_mark_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const std::size_t freed = bytes_since_mark_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (calls < every && freed < bytes_between) return;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || queue_ == nullptr) return;
-  last_mark_ns_.store(now_ns, std::memory_order_relaxed);
   calls_since_mark_.store(0, std::memory_order_relaxed);
+  bytes_since_mark_.store(0, std::memory_order_relaxed);
   advance_locked();  // drops completed markers first, so the list stays as short as the queue
   (void)record_locked();
 }

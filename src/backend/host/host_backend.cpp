@@ -69,9 +69,10 @@ class host_backend;
 
 struct host_queue {
   std::size_t index = 0;
-  std::mutex mu;  // guards tasks
+  std::mutex mu;  // guards tasks and running
   std::condition_variable cv;
   std::deque<task> tasks;
+  bool running = false;  // the worker is between taking a task and finishing it
   std::thread worker;
   // Worker-only state:
   vector_clock vc;
@@ -226,8 +227,26 @@ class host_backend final : public backend {
 
   native_marker do_record(native_queue nq) override {
     auto m = std::make_shared<host_marker>();
-    push(*static_cast<host_queue*>(nq), task{task::record_marker{m}});
+    auto& q = *static_cast<host_queue*>(nq);
+    {
+      // An idle queue has nothing left to run: the marker is complete now. (Besides saving a
+      // round trip through the worker, this makes a replay, which submits no work, see its
+      // markers complete at once, every time: its results do not depend on thread timing.)
+      std::unique_lock lock(q.mu);
+      if (q.tasks.empty() && !q.running) {
+        complete_marker(q, *m);  // the worker is idle: its clock is stable under q.mu
+        return new marker_ptr(std::move(m));
+      }
+    }
+    push(q, task{task::record_marker{m}});
     return new marker_ptr(std::move(m));
+  }
+
+  void complete_marker(host_queue& q, host_marker& m) const {
+    m.queue = q.index;
+    m.clock = q.vc[q.index];
+    if (options_.checking) m.vc = q.vc;
+    m.complete();
   }
 
   bool do_query(native_marker nm) override {
@@ -267,9 +286,11 @@ class host_backend final : public backend {
       task t;
       {
         std::unique_lock lock(q.mu);
+        q.running = false;
         q.cv.wait(lock, [&] { return !q.tasks.empty(); });
         t = std::move(q.tasks.front());
         q.tasks.pop_front();
+        q.running = true;
       }
       if (std::holds_alternative<task::stop>(t.what)) return;
       if (auto* w = std::get_if<task::wait_marker>(&t.what)) {
@@ -278,10 +299,7 @@ class host_backend final : public backend {
         continue;
       }
       if (auto* r = std::get_if<task::record_marker>(&t.what)) {
-        r->m->queue = q.index;
-        r->m->clock = q.vc[q.index];
-        if (options_.checking) r->m->vc = q.vc;
-        r->m->complete();
+        complete_marker(q, *r->m);
         continue;
       }
       auto& rc = std::get<task::run_command>(t.what);

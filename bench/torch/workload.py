@@ -1,0 +1,259 @@
+"""One workload under one allocator, in this process (bench/torch/run.py starts one per run).
+
+    python3 bench/torch/workload.py --allocator streampool --workload gpt2 --steps 40 --json out.json
+
+Allocators: native (PyTorch's caching allocator), async (backend:cudaMallocAsync), expandable
+(expandable_segments:True), streampool (streampool.torch.enable()).
+Workloads (issue 7):
+  gpt2      GPT-2 small training: GPT2Config() defaults, random init, batch 8x512, AdamW lr 1e-4,
+            bf16 autocast.
+  resnet50  ResNet-50 training: torchvision resnet50(weights=None), batch 64x3x224x224, SGD
+            momentum 0.9, bf16 autocast; cuDNN deterministic, so losses can be compared bit for bit.
+  server    multi-stream inference: 4 worker threads, each with its own stream and its own GPT-2
+            (bf16, eval, no_grad); a loader thread on a fifth stream uploads pinned batches and
+            calls record_stream for the worker that consumes them. One step = one batch.
+Writes one JSON object: step times, peak reserved, upstream calls and host waits per step (where
+the allocator can say), losses or output tokens.
+"""
+
+import argparse
+import json
+import os
+import queue
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def parse():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--allocator", required=True, choices=["native", "async", "expandable", "streampool"])
+    ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server"])
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--json", required=True)
+    return ap.parse_args()
+
+
+ARGS = parse()
+if ARGS.allocator == "async":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+elif ARGS.allocator == "expandable":
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+
+import torch  # noqa: E402  (after PYTORCH_CUDA_ALLOC_CONF)
+
+if ARGS.allocator == "streampool":
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import streampool.torch  # noqa: E402
+
+    streampool.torch.enable()
+
+
+class Counters:
+    """Upstream calls and host waits, where the allocator reports them."""
+
+    def read(self):
+        if ARGS.allocator == "streampool":
+            st = streampool.torch.memory_stats()
+            return {"upstream_calls": st["streampool.upstream_calls"],
+                    "host_waits": st["streampool.host_waits"],
+                    "device_waits": st["streampool.device_waits"]}
+        if ARGS.allocator == "async":
+            return {}  # the cudaMallocAsync backend does not count driver calls
+        st = torch.cuda.memory_stats()
+        if "num_device_alloc" not in st:
+            return {}
+        return {"upstream_calls": st["num_device_alloc"] + st["num_device_free"]}
+
+    def peak_reserved(self):
+        if ARGS.allocator == "streampool":
+            return streampool.torch.memory_stats()["reserved_bytes.all.peak"]
+        return torch.cuda.max_memory_reserved()
+
+
+COUNTERS = Counters()
+
+
+def timed_steps(step_fn, n_warmup, n_steps):
+    """Runs warm-up then timed steps; a step ends when the device is done (synchronize)."""
+    times, per_step = [], []
+    for i in range(n_warmup + n_steps):
+        before = COUNTERS.read()
+        t0 = time.perf_counter()
+        step_fn(i)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        after = COUNTERS.read()
+        if i >= n_warmup:
+            times.append(dt * 1e3)
+            per_step.append({k: after[k] - before[k] for k in after})
+    return times, per_step
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 50257, (8, 512), generator=g) for _ in range(4)]
+    losses = []
+
+    def step(i):
+        x = batches[i % len(batches)].cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+
+    times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
+    return times, per_step, {"losses": losses}
+
+
+def resnet50():
+    import torch.nn.functional as F
+    import torchvision
+
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(64, 3, 224, 224, generator=g), torch.randint(0, 1000, (64,), generator=g))
+               for _ in range(2)]
+    losses = []
+
+    def step(i):
+        x, y = batches[i % len(batches)]
+        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+
+    times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
+    return times, per_step, {"losses": losses}
+
+
+def server():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    workers = 4
+    models = []
+    for _ in range(workers):
+        torch.manual_seed(0)  # the same weights in every copy: tokens depend only on the input
+        models.append(GPT2LMHeadModel(GPT2Config()).to(torch.bfloat16).cuda().eval())
+    streams = [torch.cuda.Stream() for _ in range(workers)]
+    loader_stream = torch.cuda.Stream()
+    g = torch.Generator().manual_seed(2)
+    total = (ARGS.warmup + ARGS.steps) * workers
+    inputs = [torch.randint(0, 50257, (8, 256), generator=g).pin_memory() for _ in range(16)]
+    tokens = [None] * total
+    work = [queue.Queue(maxsize=2) for _ in range(workers)]
+    done_times = [0.0] * total
+    errors = []
+
+    def loader():
+        try:
+            for i in range(total):
+                with torch.cuda.stream(loader_stream):
+                    x = inputs[i % len(inputs)].to("cuda", non_blocking=True)
+                    ready = torch.cuda.Event()
+                    ready.record(loader_stream)
+                work[i % workers].put((i, x, ready))
+                del x
+            for q in work:
+                q.put(None)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    def worker(k):
+        try:
+            s = streams[k]
+            with torch.cuda.stream(s), torch.no_grad():
+                while True:
+                    item = work[k].get()
+                    if item is None:
+                        return
+                    i, x, ready = item
+                    s.wait_event(ready)
+                    x.record_stream(s)  # x was made on the loader's stream
+                    logits = models[k](x).logits
+                    tokens[i] = logits[:, -1, :].argmax(-1)
+                    del x, logits, item
+                    s.synchronize()
+                    done_times[i] = time.perf_counter()
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    before = {}
+    t_start = [0.0]
+
+    def mark_start():
+        before.update(COUNTERS.read())
+        t_start[0] = time.perf_counter()
+
+    threads = [threading.Thread(target=loader)] + [threading.Thread(target=worker, args=(k,))
+                                                   for k in range(workers)]
+    # Warm-up batches are the first warmup*workers; the clock starts when they are done.
+    watcher_done = threading.Event()
+
+    def watcher():
+        warm = ARGS.warmup * workers
+        while not all(done_times[:warm]) and not errors:
+            time.sleep(0.0005)
+        mark_start()
+        watcher_done.set()
+
+    w = threading.Thread(target=watcher)
+    w.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    w.join()
+    torch.cuda.synchronize()
+    elapsed = max(done_times) - t_start[0]
+    after = COUNTERS.read()
+    if errors:
+        raise RuntimeError("; ".join(errors))
+    timed = ARGS.steps * workers
+    per_step = [{k: (after[k] - before[k]) / timed for k in after}]
+    out_tokens = [t.cpu().tolist() for t in tokens]
+    return [elapsed * 1e3 / timed], per_step, {"items_per_s": timed / elapsed, "tokens": out_tokens}
+
+
+def main():
+    t0 = time.time()
+    fn = {"gpt2": gpt2, "resnet50": resnet50, "server": server}[ARGS.workload]
+    times, per_step, extra = fn()
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    result = {
+        "allocator": ARGS.allocator,
+        "workload": ARGS.workload,
+        "step_ms": times,
+        "per_step": per_step,
+        "peak_reserved": COUNTERS.peak_reserved(),
+        "device_used_at_end": total - free,
+        "wall_s": time.time() - t0,
+    }
+    if ARGS.allocator == "streampool":
+        result["record_stream_hook"] = streampool.torch.record_stream_hook()
+        result["stats"] = streampool.torch.memory_stats()
+    result.update(extra)
+    with open(ARGS.json, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()

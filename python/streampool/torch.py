@@ -1,0 +1,102 @@
+"""streampool as PyTorch's CUDA allocator.
+
+    import streampool.torch
+    streampool.torch.enable()          # before the first CUDA allocation
+    ...                                # every CUDA tensor now lives in streampool's pools
+
+enable() installs the plug-in (``torch.cuda.memory.CUDAPluggableAllocator`` over the library's
+``sp_torch_malloc``/``sp_torch_free``), then reaches into PyTorch's C++ allocator object for what
+its Python API does not forward: ``tensor.record_stream`` and ``torch.cuda.empty_cache()``. Without
+the record-stream hook, a plug-in reuses memory that another stream may still read (PyTorch's API
+gives the free only the allocation stream); where the hook cannot be installed, streampool is
+conservative instead: a free waits for every stream it knows. docs/torch.md says what stays
+uncovered.
+
+PyTorch's own statistics (``torch.cuda.memory_stats``) are not available under a pluggable
+allocator; ``memory_stats()`` here gives the pool's, under PyTorch's key names where they exist.
+"""
+
+import ctypes
+import os
+import warnings
+
+from . import _capi, _check, Pool
+
+__all__ = ["enable", "enabled", "memory_stats", "empty_cache", "pool", "record_stream_hook"]
+
+_lib = _capi.lib
+_state = {"enabled": False, "hooks": 0}
+
+RECORD_STREAM = 1
+EMPTY_CACHE = 2
+
+
+def enable(conservative=None):
+    """Makes streampool PyTorch's CUDA allocator. Call it before the first CUDA allocation.
+
+    conservative: None (default) uses the record-stream hook when it can be installed and falls
+    back to conservative frees otherwise; True forces conservative frees (every free waits for
+    every stream the plug-in knows); False refuses to run without the hook.
+    """
+    if _state["enabled"]:
+        return
+    import torch
+
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib._name, "sp_torch_malloc", "sp_torch_free")
+    torch.cuda.memory.change_current_allocator(alloc)
+    _state["allocator"] = alloc  # PyTorch keeps its own reference; this one is for inspection
+    installed = ctypes.c_int(0)
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib").encode()
+    status = _lib.sp_torch_install_hooks(lib_dir, ctypes.byref(installed))
+    hooks = installed.value if status == _capi.SUCCESS else 0
+    _state["hooks"] = hooks
+    _state["enabled"] = True
+    if conservative or not hooks & RECORD_STREAM:
+        if conservative is False:
+            raise RuntimeError("streampool.torch: the record-stream hook could not be installed: "
+                               + _lib.sp_last_error_message().decode())
+        if not conservative:
+            warnings.warn("streampool.torch: PyTorch's record-stream hook is out of reach ("
+                          + _lib.sp_last_error_message().decode()
+                          + "); every free now waits for every stream streampool knows",
+                          RuntimeWarning, stacklevel=2)
+        _check(_lib.sp_torch_set_conservative(1))
+
+
+def enabled():
+    return _state["enabled"]
+
+
+def record_stream_hook():
+    """True when tensor.record_stream reaches streampool (the precise mode)."""
+    return bool(_state["hooks"] & RECORD_STREAM)
+
+
+def pool(device=0):
+    """The plug-in's pool on CUDA device ``device`` (a streampool.Pool handle)."""
+    h = ctypes.c_void_p()
+    _check(_lib.sp_torch_pool(int(device), ctypes.byref(h)))
+    return Pool._from_handle(h.value, None)
+
+
+def memory_stats(device=0):
+    """The pool's statistics: PyTorch's key names where they mean the same, and streampool's."""
+    st = pool(device).statistics()
+    out = {
+        "allocated_bytes.all.current": st["live_bytes"],
+        "allocated_bytes.all.peak": st["peak_live_bytes"],
+        "reserved_bytes.all.current": st["reserved_bytes"],
+        "reserved_bytes.all.peak": st["peak_reserved_bytes"],
+        "num_alloc_retries": st["reclaim_calls"],
+    }
+    out.update({"streampool." + k: v for k, v in st.items()})
+    return out
+
+
+def empty_cache(device=None):
+    """Gives free memory back to the device (torch.cuda.empty_cache() does the same when the
+    hook is installed)."""
+    if device is None:
+        _lib.sp_torch_empty_cache()
+    else:
+        pool(device).trim()

@@ -1,0 +1,118 @@
+#include "native_streams.hpp"
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+namespace streampool::c_api {
+namespace {
+
+constexpr std::uintptr_t cuda_legacy = 0x1;      // CU_STREAM_LEGACY
+constexpr std::uintptr_t cuda_per_thread = 0x2;  // CU_STREAM_PER_THREAD
+
+struct registry {
+  std::mutex mu;
+  std::map<std::pair<std::uint64_t, void*>, std::unique_ptr<stream>> wrapped;
+};
+registry& the_registry() {
+  static auto* r = new registry;  // leaked: frees may come from static destructors
+  return *r;
+}
+
+// Per-thread default streams: a timeline per thread (work on it is ordered only on that thread),
+// but markers and waits go through the legacy default stream, which is ordered after and before
+// every blocking stream (a per-thread default stream is one): a marker recorded on it covers the
+// thread's work from any thread, which recording on CU_STREAM_PER_THREAD would not.
+struct per_thread_defaults {
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<stream>>> wrapped;
+};
+thread_local per_thread_defaults this_thread_defaults;
+
+struct cache_entry {
+  std::uint64_t device_id = 0;
+  void* handle = nullptr;
+  const stream::impl* impl = nullptr;
+};
+thread_local std::array<cache_entry, 8> cache{};
+thread_local unsigned cache_next = 0;
+
+void remember(std::uint64_t device_id, void* handle, stream_ref s) noexcept {
+  cache[cache_next++ % cache.size()] = {device_id, handle, s.get()};
+}
+
+bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
+
+}  // namespace
+
+namespace detail {
+stream_ref lookup_cached(std::uint64_t device_id, void* handle, bool& hit) noexcept {
+  for (const cache_entry& e : cache) {
+    if (e.impl != nullptr && e.device_id == device_id && e.handle == handle) {
+      hit = true;
+      return stream_ref(e.impl);
+    }
+  }
+  hit = false;
+  return stream_ref(static_cast<const stream::impl*>(nullptr));
+}
+}  // namespace detail
+
+stream_ref native_stream(const device& d, void* handle) {
+  bool hit = false;
+  stream_ref s = detail::lookup_cached(d.id(), handle, hit);
+  if (hit) return s;
+  const auto h = reinterpret_cast<std::uintptr_t>(handle);
+  if (is_cuda(d) && h == cuda_per_thread) {
+    // The legacy wrapper too, so that all_native_stream_points covers this thread's work.
+    (void)native_stream(d, nullptr);
+    for (auto& [id, w] : this_thread_defaults.wrapped) {
+      if (id == d.id()) s = w->ref();
+    }
+    if (s.get() == nullptr) {
+      this_thread_defaults.wrapped.emplace_back(
+          d.id(), std::make_unique<stream>(stream::wrap(d, reinterpret_cast<void*>(cuda_legacy))));
+      s = this_thread_defaults.wrapped.back().second->ref();
+    }
+  } else {
+    // The legacy default stream has two names (0 and CU_STREAM_LEGACY): one wrapper for both.
+    void* key = is_cuda(d) && h == 0 ? reinterpret_cast<void*>(cuda_legacy) : handle;
+    STREAMPOOL_EXPECTS(key != nullptr, "native stream: a null handle on a non-CUDA device");
+    registry& r = the_registry();
+    std::lock_guard lock(r.mu);
+    auto& w = r.wrapped[{d.id(), key}];
+    if (!w) w = std::make_unique<stream>(stream::wrap(d, key));
+    s = w->ref();
+  }
+  remember(d.id(), handle, s);
+  return s;
+}
+
+std::vector<token> all_native_stream_points(std::uint64_t device_id, const timeline* except) {
+  std::vector<token> out;
+  registry& r = the_registry();
+  std::lock_guard lock(r.mu);
+  for (auto& [key, w] : r.wrapped) {
+    if (key.first != device_id || w->get_timeline().get() == except) continue;
+    out.push_back(w->ref().now());
+  }
+  return out;
+}
+
+}  // namespace streampool::c_api
+
+namespace streampool::c_api {
+
+void synchronize_native_streams(std::uint64_t device_id) {
+  std::vector<stream_ref> all;
+  {
+    registry& r = the_registry();
+    std::lock_guard lock(r.mu);
+    for (auto& [key, w] : r.wrapped)
+      if (key.first == device_id) all.push_back(w->ref());
+  }
+  for (stream_ref s : all) s.synchronize();  // wrappers are never destroyed: no lock needed
+}
+
+}  // namespace streampool::c_api

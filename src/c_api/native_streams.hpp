@@ -1,0 +1,53 @@
+// streampool C ABI: native stream handles, each wrapped once (for sp_pool_*_native and the
+// PyTorch plug-in, which are handed a CUstream on every call).
+//
+// Glossary
+//   native handle  what a framework passes: a CUstream (or a host backend queue). On CUDA two
+//                  values are not streams: 0, the legacy default stream, and CU_STREAM_PER_THREAD
+//                  (2), the calling thread's per-thread default stream.
+//   wrapper        a streampool::stream made by stream::wrap around the handle: its timeline is
+//                  what tokens refer to. Wrappers are never destroyed (a framework's streams live
+//                  as long as the process; a wrapper costs a few hundred bytes), except those of
+//                  per-thread default streams, which go with their thread.
+//
+// Lookup: a small per-thread cache of the last handles used (no lock), then one registry under a
+// mutex (first use of a handle on a thread). What stays uncovered: a native stream destroyed while
+// streampool still knows it; its handle must not be used again unless it names a new stream.
+#pragma once
+
+#include <vector>
+
+#include "streampool/device.hpp"
+#include "streampool/stream.hpp"
+#include "streampool/timeline.hpp"
+
+namespace streampool::c_api {
+
+/// The wrapper of `handle` on device `d` (created on first use).
+[[nodiscard]] stream_ref native_stream(const device& d, void* handle);
+/// The same, when only the device's id is at hand: the cache hit needs no device; a miss calls
+/// `get_device()` (which may throw when the device is gone).
+template <class GetDevice>
+[[nodiscard]] stream_ref native_stream_of(std::uint64_t device_id, void* handle, GetDevice&& get_device);
+
+/// A token for every wrapped stream of device `device_id` except `except`: what a free must wait
+/// for when the streams that used the memory are unknown (the PyTorch plug-in without its
+/// record_stream hook).
+[[nodiscard]] std::vector<token> all_native_stream_points(std::uint64_t device_id,
+                                                          const timeline* except);
+
+/// Waits on the host for the work submitted so far to every wrapped stream of `device_id`.
+void synchronize_native_streams(std::uint64_t device_id);
+
+namespace detail {
+stream_ref lookup_cached(std::uint64_t device_id, void* handle, bool& hit) noexcept;
+}  // namespace detail
+
+template <class GetDevice>
+stream_ref native_stream_of(std::uint64_t device_id, void* handle, GetDevice&& get_device) {
+  bool hit = false;
+  stream_ref s = detail::lookup_cached(device_id, handle, hit);
+  return hit ? s : native_stream(get_device(), handle);
+}
+
+}  // namespace streampool::c_api
