@@ -145,6 +145,8 @@ def main():
             print(f"round {rnd}: {w}: {' '.join(order(rnd))}", flush=True)
             for a in order(rnd):
                 runs[w].append(run_one(a, w, args.steps, args.warmup, out_dir, rnd))
+                with open(args.out, "w") as f:  # after every run: a call cut short keeps its data
+                    json.dump(runs, f)
     with open(args.out, "w") as f:
         json.dump(runs, f)
     for w, rs in runs.items():

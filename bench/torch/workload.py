@@ -17,6 +17,7 @@ the allocator can say), losses or output tokens.
 """
 
 import argparse
+import faulthandler
 import json
 import os
 import queue
@@ -38,6 +39,8 @@ def parse():
 
 
 ARGS = parse()
+# A workload that hangs prints every thread's stack and exits instead of stalling the whole run.
+faulthandler.dump_traceback_later(float(os.environ.get("WORKLOAD_TIMEOUT", "300")), exit=True)
 if ARGS.allocator == "async":
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
 elif ARGS.allocator == "expandable":
@@ -82,14 +85,16 @@ def timed_steps(step_fn, n_warmup, n_steps):
     times, per_step = [], []
     for i in range(n_warmup + n_steps):
         before = COUNTERS.read()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         step_fn(i)
+        c1 = time.thread_time()  # the host's own time for the step, before waiting for the device
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         after = COUNTERS.read()
         if i >= n_warmup:
             times.append(dt * 1e3)
             per_step.append({k: after[k] - before[k] for k in after})
+            per_step[-1]["cpu_ms"] = (c1 - c0) * 1e3
     return times, per_step
 
 
@@ -169,10 +174,15 @@ def server():
                     x = inputs[i % len(inputs)].to("cuda", non_blocking=True)
                     ready = torch.cuda.Event()
                     ready.record(loader_stream)
-                work[i % workers].put((i, x, ready))
+                while not errors:  # a failed worker must not leave the loader blocked
+                    try:
+                        work[i % workers].put((i, x, ready), timeout=1)
+                        break
+                    except queue.Full:
+                        pass
                 del x
             for q in work:
-                q.put(None)
+                q.put(None, timeout=60)
         except Exception as e:  # noqa: BLE001
             errors.append(repr(e))
 

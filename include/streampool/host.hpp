@@ -37,6 +37,8 @@ struct host_options {
   /// Virtual memory (backend.hpp): ranges reserved with mmap(PROT_NONE), granules mapped and
   /// unmapped in place. false: behave like a backend without it (the pool's segment path).
   bool virtual_memory = true;
+  /// Virtual memory's granule (backend_caps::vm_granularity); 0 = granularity.
+  std::size_t vm_granularity = 0;
 };
 
 /// A new host backend.

@@ -50,8 +50,10 @@ struct pool_options {
   /// Upper bound on reserved bytes. 0 = take STREAMPOOL_MEMORY_LIMIT from the environment
   /// (bytes, with optional K/M/G suffix, or a percentage of the device like "80%"), else none.
   std::size_t memory_limit = 0;
-  /// Requests up to this size are sub-allocated from slabs by size class.
-  std::size_t small_max = std::size_t{1} << 20;
+  /// Requests up to this size are sub-allocated from slabs by size class; larger ones are large
+  /// blocks. A slab holds at least eight chunks of its class (and 2 MiB): above 256 KiB, a
+  /// partly used slab strands megabytes, where a large block wastes at most its rounding.
+  std::size_t small_max = std::size_t{256} << 10;
   /// A stream cache keeps at most this many bytes per size class before spilling to the shared
   /// lists (so one stream cannot hoard memory another stream needs).
   std::size_t stream_cache_bytes = std::size_t{8} << 20;

@@ -24,10 +24,10 @@ void* backend::allocate(std::size_t bytes) {
 void* backend::reserve(std::size_t bytes) {
   STREAMPOOL_EXPECTS(caps_.virtual_memory,
                      detail::format("%s: reserve: this backend has no virtual memory", name_.c_str()));
-  STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.granularity == 0,
+  STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.vm_granularity == 0,
                      detail::format("%s: reserve of %zu bytes is not a positive multiple of the "
-                                    "granularity %zu",
-                                    name_.c_str(), bytes, caps_.granularity));
+                                    "granule %zu",
+                                    name_.c_str(), bytes, caps_.vm_granularity));
   return do_reserve(bytes);
 }
 
@@ -41,11 +41,11 @@ native_physical backend::create_physical() {
 bool backend::map(void* p, std::span<const native_physical> handles) {
   STREAMPOOL_EXPECTS(caps_.virtual_memory,
                      detail::format("%s: map: this backend has no virtual memory", name_.c_str()));
-  STREAMPOOL_EXPECTS(p != nullptr && aligned(p, caps_.granularity) && !handles.empty(),
+  STREAMPOOL_EXPECTS(p != nullptr && aligned(p, caps_.vm_granularity) && !handles.empty(),
                      detail::format("%s: map of %zu granules at %s: the address must be non-null "
-                                    "and aligned to the granularity %zu",
+                                    "and aligned to the granule %zu",
                                     name_.c_str(), handles.size(), detail::format_ptr(p).c_str(),
-                                    caps_.granularity));
+                                    caps_.vm_granularity));
   return do_map(p, handles);
 }
 

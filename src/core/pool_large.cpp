@@ -35,6 +35,12 @@ bool all_ready_for(const token_set& tokens, const timeline* on) {
   return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
 }
 
+/// Freed on `on` and not yet known complete there: the stream's own recently freed memory.
+bool owned_by(const token_set& tokens, const timeline* on) {
+  return std::any_of(tokens.begin(), tokens.end(),
+                     [&](const token& t) { return t.line.get() == on; });
+}
+
 void* to_ptr(std::uintptr_t a) { return reinterpret_cast<void*>(a); }  // NOLINT(performance-no-int-to-ptr)
 std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -94,7 +100,11 @@ void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_o
     arena_block* pick = nullptr;
     arena_block* fallback = nullptr;
     int scanned = 0;
-    // Best fit among blocks that need no wait; else the best fit, behind a device-side wait.
+    // Best fit among blocks that need no wait, the stream's own first (freed on it last): streams
+    // that keep to their own blocks leave the others' where those expect them, which is what
+    // lets a multi-stream program settle into a layout that needs no more mapping. Else the best
+    // fit, behind a device-side wait.
+    arena_block* ready = nullptr;
     for (auto it = free.lower_bound(&probe); it != free.end() && scanned < 16; ++it, ++scanned) {
       // Rule 2 (segment path): do not split a big free block (>= big_block) for a request under
       // half of it; grow instead. Cutting a small request out of a big block leaves a remainder
@@ -103,11 +113,16 @@ void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_o
       // set is ordered by size, so every later block is big too.
       if (!split_big && (*it)->size >= big_block && size < (*it)->size / 2) break;
       if (all_ready_for((*it)->tokens, me)) {
-        pick = *it;
-        break;
+        if (owned_by((*it)->tokens, me)) {
+          pick = *it;
+          break;
+        }
+        if (ready == nullptr) ready = *it;
+        continue;
       }
       if (fallback == nullptr) fallback = *it;
     }
+    if (pick == nullptr) pick = ready;
     if (pick == nullptr && pending_ok) pick = fallback;
     if (pick == nullptr) return nullptr;
     waits = pick->tokens;
@@ -203,7 +218,7 @@ void pool_state::destroy_large() noexcept {
       backend_->deallocate(base, r->bytes);
       continue;
     }
-    const std::size_t g = backend_->caps().granularity;
+    const std::size_t g = vm_granule();
     for (std::size_t i = 0; i < r->handles.size(); ++i) {
       if (r->handles[i] == nullptr) continue;
       backend_->unmap(static_cast<std::byte*>(base) + i * g, g);
@@ -280,7 +295,7 @@ bool pool_state::reserve_range(std::size_t bytes) {
   // Address space is cheap and physical memory is what counts, so ranges are large: twice the
   // device (or the limit), so that fragmentation of addresses never forces a second range in
   // practice. Growth is serialised (growth_mu_), so no two threads reserve at once.
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   const std::size_t device = std::max(backend_->caps().total_memory, limit_.load());
   std::size_t want = round_up(std::max({bytes, 2 * device, std::size_t{1} << 30}), g);
   void* base = nullptr;
@@ -303,7 +318,7 @@ bool pool_state::reserve_range(std::size_t bytes) {
 
 std::vector<pool_state::granule_run> pool_state::complete_free_granules(
     std::size_t granules, std::uintptr_t avoid_from, std::uintptr_t avoid_to) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   std::vector<granule_run> runs;
   arena_block probe;
   probe.size = g;
@@ -323,7 +338,7 @@ std::vector<pool_state::granule_run> pool_state::complete_free_granules(
 }
 
 std::vector<native_physical> pool_state::detach_granules(const std::vector<granule_run>& runs) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   std::vector<native_physical> handles;
   for (const granule_run& run : runs) {
     // The run lies inside one mapped free block.
@@ -341,7 +356,7 @@ std::vector<native_physical> pool_state::detach_granules(const std::vector<granu
 }
 
 void pool_state::unmap_runs(const std::vector<granule_run>& runs) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   for (const granule_run& run : runs) {
     {
       std::lock_guard lock(segments_mu_);
@@ -353,7 +368,7 @@ void pool_state::unmap_runs(const std::vector<granule_run>& runs) {
 }
 
 std::vector<native_physical> pool_state::create_physical(std::size_t granules) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   std::vector<native_physical> handles;
   handles.reserve(granules);
   while (handles.size() < granules) {
@@ -380,13 +395,13 @@ void pool_state::release_physical(std::vector<native_physical>& handles) {
   for (native_physical h : handles) {
     backend_->release_physical(h);
     upstream_releases_.fetch_add(1, std::memory_order_relaxed);
-    unreserve_bytes(backend_->caps().granularity);
+    unreserve_bytes(vm_granule());
   }
   handles.clear();
 }
 
 std::size_t pool_state::release_free_granules(std::size_t bytes) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   std::vector<granule_run> runs;
   std::vector<native_physical> handles;
   {
@@ -401,7 +416,7 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
 }
 
 void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
-  const std::size_t g = backend_->caps().granularity;
+  const std::size_t g = vm_granule();
   const timeline* me = &s.get_timeline();
   const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
   // One growth at a time: the arena may say "unmapped" ahead of the device only while this is

@@ -107,6 +107,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void give_back_free_segments();
   // Virtual-memory path.
   void* grow_virtual(stream_ref s, std::size_t size);
+  [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
   /// Reserves another virtual range of at least `bytes`; false when the address space is refused.
   bool reserve_range(std::size_t bytes);
   struct granule_run {

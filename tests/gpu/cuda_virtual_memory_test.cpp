@@ -43,36 +43,37 @@ TEST(CudaVirtualMemory, RemappedBlocksHoldTheirData) {
   sp::device d = gpu();
   sp::pool p(d);
   sp::stream s(d);
-  // Holes of 8 MiB between live 4 MiB walls; freed and complete, none fits 24 MiB: the 24 MiB
-  // block is built from their granules, remapped.
+  const std::size_t g = d.get_backend().caps().vm_granularity;
+  // Holes of four granules between live walls of two; freed and complete, none fits twelve: the
+  // twelve-granule block is built from their granules, remapped.
   std::vector<void*> holes, walls;
   for (int i = 0; i < 4; ++i) {
-    holes.push_back(p.allocate(s, 8 * MiB));
-    walls.push_back(p.allocate(s, 4 * MiB));
+    holes.push_back(p.allocate(s, 4 * g));
+    walls.push_back(p.allocate(s, 2 * g));
   }
   for (std::size_t i = 0; i < walls.size(); ++i) {
-    auto w = pattern(4 * MiB / 4, static_cast<std::uint32_t>(i));
-    s.ref().submit(sp::command::make(sp::copy_command{walls[i], w.data(), 4 * MiB, true, false}));
+    auto w = pattern(2 * g / 4, static_cast<std::uint32_t>(i));
+    s.ref().submit(sp::command::make(sp::copy_command{walls[i], w.data(), 2 * g, true, false}));
   }
   for (void* h : holes) p.deallocate(s, h);
   s.synchronize();
   const auto before = p.statistics();
-  void* big = p.allocate(s, 24 * MiB);
+  void* big = p.allocate(s, 12 * g);
   const auto after = p.statistics();
   EXPECT_EQ(after.upstream_creates, before.upstream_creates) << "remapped, not created";
   EXPECT_GT(after.upstream_unmaps, before.upstream_unmaps);
-  auto data = pattern(24 * MiB / 4, 99);
+  auto data = pattern(12 * g / 4, 99);
   std::vector<std::uint32_t> back(data.size());
-  s.ref().submit(sp::command::make(sp::copy_command{big, data.data(), 24 * MiB, true, false}));
-  s.ref().submit(sp::command::make(sp::copy_command{back.data(), big, 24 * MiB, false, true}));
+  s.ref().submit(sp::command::make(sp::copy_command{big, data.data(), 12 * g, true, false}));
+  s.ref().submit(sp::command::make(sp::copy_command{back.data(), big, 12 * g, false, true}));
   s.synchronize();
   EXPECT_EQ(back, data);
   // The walls were never touched by the remapping.
   for (std::size_t i = 0; i < walls.size(); ++i) {
-    std::vector<std::uint32_t> w(4 * MiB / 4);
-    s.ref().submit(sp::command::make(sp::copy_command{w.data(), walls[i], 4 * MiB, false, true}));
+    std::vector<std::uint32_t> w(2 * g / 4);
+    s.ref().submit(sp::command::make(sp::copy_command{w.data(), walls[i], 2 * g, false, true}));
     s.synchronize();
-    EXPECT_EQ(w, pattern(4 * MiB / 4, static_cast<std::uint32_t>(i))) << "wall " << i;
+    EXPECT_EQ(w, pattern(2 * g / 4, static_cast<std::uint32_t>(i))) << "wall " << i;
   }
   p.deallocate(s, big);
   for (void* w : walls) p.deallocate(s, w);

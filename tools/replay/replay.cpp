@@ -2,7 +2,7 @@
 // reserved bytes, their ratio and the time per event.
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
-//          [--max-ratio R] [--max-host-waits N] TRACE[.gz]
+//          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
 // replay ignores segment_alloc/segment_free (the allocator under test does its own upstream
@@ -11,7 +11,8 @@
 //
 // Backends (several may be given; default: host, cuda when available, exact, exact-granular):
 //   host            streampool's pool on the host backend with --granularity (default 2 MiB, the
-//                   H200's), large blocks on virtual memory. The host backend never touches the
+//                   H200's), large blocks on virtual memory in granules of --vm-granularity
+//                   (default 8 MiB, the CUDA backend's). The host backend never touches the
 //                   memory it hands out unless commands are submitted, and a replay submits none.
 //   host-segments   the same without virtual memory (large blocks in whole upstream allocations).
 //   cuda            streampool's pool on CUDA device 0 (when the CUDA backend is built and a GPU
@@ -375,7 +376,8 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
 int usage() {
   std::fprintf(stderr,
                "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
-               "[--granularity BYTES] [--max-ratio R] [--max-host-waits N] TRACE[.gz]\n");
+               "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
+               "TRACE[.gz]\n");
   return 2;
 }
 
@@ -386,6 +388,7 @@ double mib(std::size_t b) { return static_cast<double>(b) / (1 << 20); }
 int main(int argc, char** argv) {
   std::vector<std::string> backends;
   std::size_t granularity = std::size_t{2} << 20;
+  std::size_t vm_granularity = std::size_t{8} << 20;
   double max_ratio = 0;
   long long max_host_waits = -1;
   std::string path;
@@ -395,6 +398,8 @@ int main(int argc, char** argv) {
       backends.emplace_back(argv[++i]);
     } else if (a == "--granularity" && i + 1 < argc) {
       granularity = std::strtoull(argv[++i], nullptr, 0);
+    } else if (a == "--vm-granularity" && i + 1 < argc) {
+      vm_granularity = std::strtoull(argv[++i], nullptr, 0);
     } else if (a == "--max-ratio" && i + 1 < argc) {
       max_ratio = std::strtod(argv[++i], nullptr);
     } else if (a == "--max-host-waits" && i + 1 < argc) {
@@ -436,6 +441,7 @@ int main(int argc, char** argv) {
       if (b == "host" || b == "host-segments") {
         streampool::host_options o;
         o.granularity = granularity;
+        o.vm_granularity = std::max(vm_granularity, granularity);
         o.virtual_memory = b == "host";
         results.push_back(replay_pool(t, streampool::device(streampool::make_host_backend(o)),
                                       b == "host" ? "streampool (host backend)"

@@ -34,7 +34,25 @@ namespace {
 
 namespace cu = detail::cu;
 
-constexpr std::size_t granularity = std::size_t{2} << 20;  // 2 MiB: the GPU's large page
+constexpr std::size_t default_granularity = std::size_t{2} << 20;  // 2 MiB: the GPU's large page
+
+/// The granule of virtual memory: 8 MiB (STREAMPOOL_CUDA_VM_GRANULARITY overrides it). On the
+/// H200, GPT-2 training on 2 MiB granules (one physical allocation and one mapping each) ran 22%
+/// slower than PyTorch's allocator in one run; 8, 16 and 32 MiB granules ran within 7-15% of it
+/// in another, noisier one, and 8 MiB kept the least memory (bench/RESULTS.md).
+constexpr std::size_t default_vm_granularity = std::size_t{8} << 20;
+
+/// A size from the environment (bytes): a power of two multiple of 2 MiB, else `fallback`.
+std::size_t size_from_env(const char* name, std::size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  const std::size_t g = std::strtoull(text, nullptr, 0);
+  if (g < default_granularity || (g & (g - 1)) != 0) {
+    throw logic_error(std::string("cuda: ") + name + "=" + text +
+                      " must be a power of two of at least 2 MiB");
+  }
+  return g;
+}
 constexpr std::size_t staging_capacity = std::size_t{32} << 20;
 constexpr std::size_t max_idle_events = 1024;
 
@@ -99,8 +117,8 @@ cu::mem_allocation_prop device_memory(cu::device dev) {
 }
 
 /// Whether the pool may map granules on this device: the driver has the calls, the device says
-/// it supports them, the granule fits our 2 MiB, and STREAMPOOL_CUDA_VIRTUAL_MEMORY is not 0.
-bool virtual_memory_usable(const cu::driver& d, cu::device dev) {
+/// it supports them, its minimum granule divides ours, and STREAMPOOL_CUDA_VIRTUAL_MEMORY is not 0.
+bool virtual_memory_usable(const cu::driver& d, cu::device dev, std::size_t vm_granularity) {
   const char* env = std::getenv("STREAMPOOL_CUDA_VIRTUAL_MEMORY");
   if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   if (!d.has_virtual_memory()) return false;
@@ -112,14 +130,18 @@ bool virtual_memory_usable(const cu::driver& d, cu::device dev) {
   const cu::mem_allocation_prop prop = device_memory(dev);
   std::size_t g = 0;
   return d.mem_get_allocation_granularity(&g, &prop, cu::mem_granularity_minimum) == cu::success &&
-         g != 0 && granularity % g == 0;
+         g != 0 && vm_granularity % g == 0;
 }
 
 class cuda_backend final : public backend {
  public:
-  cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total)
-      : backend("cuda", backend_caps{/*device_wait=*/true, /*host_accessible=*/false, granularity,
-                                     total, virtual_memory_usable(d, dev)}),
+  cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total,
+               std::size_t vm_granularity)
+      : backend("cuda", backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
+                                     default_granularity, total,
+                                     virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
+        granularity(default_granularity),
+        granule(vm_granularity),
         d_(d),
         ordinal_(ordinal),
         dev_(dev),
@@ -191,7 +213,7 @@ class cuda_backend final : public backend {
   void* do_reserve(std::size_t bytes) override {
     context_scope cs(d_, ctx_);
     cu::deviceptr p = 0;
-    const cu::result r = d_.mem_address_reserve(&p, bytes, granularity, 0, 0);
+    const cu::result r = d_.mem_address_reserve(&p, bytes, granule, 0, 0);
     if (r == cu::error_out_of_memory) return nullptr;
     if (r != cu::success) {
       throw_cuda(d_, r, printf_string("cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_));
@@ -209,10 +231,10 @@ class cuda_backend final : public backend {
     context_scope cs(d_, ctx_);
     const cu::mem_allocation_prop prop = device_memory(dev_);
     cu::mem_handle h = 0;
-    const cu::result r = d_.mem_create(&h, granularity, &prop, 0);
+    const cu::result r = d_.mem_create(&h, granule, &prop, 0);
     if (r == cu::error_out_of_memory) return nullptr;
     if (r != cu::success) {
-      throw_cuda(d_, r, printf_string("cuMemCreate(%zu bytes) on device %d", granularity, ordinal_));
+      throw_cuda(d_, r, printf_string("cuMemCreate(%zu bytes) on device %d", granule, ordinal_));
     }
     return reinterpret_cast<native_physical>(h);  // NOLINT(performance-no-int-to-ptr)
   }
@@ -229,7 +251,7 @@ class cuda_backend final : public backend {
     cu::result r = cu::success;
     const char* what = "cuMemMap";
     for (; mapped < handles.size(); ++mapped) {
-      r = d_.mem_map(base + mapped * granularity, granularity, 0,
+      r = d_.mem_map(base + mapped * granule, granule, 0,
                      reinterpret_cast<cu::mem_handle>(handles[mapped]), 0);
       if (r != cu::success) break;
     }
@@ -238,10 +260,10 @@ class cuda_backend final : public backend {
       const cu::mem_access_desc access{{cu::mem_location_type_device, dev_},
                                        cu::mem_access_read_write};
       what = "cuMemSetAccess";
-      r = d_.mem_set_access(base, handles.size() * granularity, &access, 1);
+      r = d_.mem_set_access(base, handles.size() * granule, &access, 1);
       if (r == cu::success) return true;
     }
-    for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granularity, granularity);
+    for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule, granule);
     if (r == cu::error_out_of_memory) return false;
     throw_cuda(d_, r,
                printf_string("%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_));
@@ -251,8 +273,8 @@ class cuda_backend final : public backend {
     context_scope cs(d_, ctx_);
     const auto base = reinterpret_cast<cu::deviceptr>(p);
     // One call per granule: cuMemUnmap takes whole mappings, and each granule is its own.
-    for (std::size_t off = 0; off < bytes; off += granularity)
-      report_teardown_error(d_, d_.mem_unmap(base + off, granularity), "cuMemUnmap");
+    for (std::size_t off = 0; off < bytes; off += granule)
+      report_teardown_error(d_, d_.mem_unmap(base + off, granule), "cuMemUnmap");
   }
 
   native_queue do_create_queue() override {
@@ -484,6 +506,8 @@ class cuda_backend final : public backend {
     return e;
   }
 
+  const std::size_t granularity;  // caps().granularity: cuMemAlloc sizes and alignment
+  const std::size_t granule;      // caps().vm_granularity: one physical handle, one mapping
   const cu::driver& d_;
   const int ordinal_;
   const cu::device dev_;
@@ -542,7 +566,9 @@ std::shared_ptr<backend> make_cuda_backend(int ordinal) {
   if (r != cu::success)
     throw_cuda(d, r, printf_string("cuDevicePrimaryCtxRetain(device %d)", ordinal));
   try {
-    return std::make_shared<cuda_backend>(d, ordinal, dev, ctx, total);
+    return std::make_shared<cuda_backend>(
+        d, ordinal, dev, ctx, total,
+        size_from_env("STREAMPOOL_CUDA_VM_GRANULARITY", default_vm_granularity));
   } catch (...) {
     (void)d.primary_ctx_release(dev);
     throw;

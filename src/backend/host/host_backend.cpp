@@ -97,6 +97,7 @@ class host_backend final : public backend {
     c.granularity = o.granularity;
     c.total_memory = o.total_memory;
     c.virtual_memory = o.virtual_memory;
+    c.vm_granularity = o.vm_granularity != 0 ? o.vm_granularity : o.granularity;
     if (c.total_memory == 0) {
       const long pages = sysconf(_SC_PHYS_PAGES);
       const long page = sysconf(_SC_PAGE_SIZE);
@@ -148,7 +149,7 @@ class host_backend final : public backend {
 
   void* do_reserve(std::size_t bytes) override {
     // Over-reserve by one granule to align the start, then give the slack back.
-    const std::size_t g = caps().granularity;
+    const std::size_t g = caps().vm_granularity;
     void* raw = ::mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                        -1, 0);
     if (raw == MAP_FAILED) return nullptr;
@@ -168,17 +169,17 @@ class host_backend final : public backend {
   }
 
   native_physical do_create_physical() override {
-    if (!take_device_bytes(caps().granularity)) return nullptr;
+    if (!take_device_bytes(caps().vm_granularity)) return nullptr;
     return new physical_granule;
   }
 
   void do_release_physical(native_physical h) noexcept override {
     delete static_cast<physical_granule*>(h);
-    allocated_ -= caps().granularity;
+    allocated_ -= caps().vm_granularity;
   }
 
   bool do_map(void* p, std::span<const native_physical> handles) override {
-    const std::size_t bytes = handles.size() * caps().granularity;
+    const std::size_t bytes = handles.size() * caps().vm_granularity;
     if (::mmap(p, bytes, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) ==
         MAP_FAILED) {
       drop_pages(p, bytes);
@@ -370,6 +371,11 @@ class host_backend final : public backend {
 }  // namespace
 
 std::shared_ptr<backend> make_host_backend(host_options o) {
+  STREAMPOOL_EXPECTS(o.vm_granularity == 0 || (o.vm_granularity % o.granularity == 0 &&
+                                                (o.vm_granularity & (o.vm_granularity - 1)) == 0),
+                     detail::format("host backend: vm_granularity %zu must be a power of two "
+                                    "multiple of the granularity %zu",
+                                    o.vm_granularity, o.granularity));
   STREAMPOOL_EXPECTS(o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
                      detail::format("host backend: granularity %zu must be a power of two >= 256",
                                     o.granularity));
