@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "streampool/streampool.hpp"
 
@@ -226,4 +227,36 @@ TEST(LargeBlocks, CheckingModeSeesNoRaceAcrossRemaps) {
   s1.synchronize();
   s2.synchronize();
   EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
+}
+
+TEST(LargeBlocks, ThreadsGrowingAtOnceNeverGetUnmappedMemory) {
+  // Threads, each on its own stream, allocate and free large blocks of random sizes while others
+  // grow the range; every block is written at once from the host, which faults if any part of it
+  // is not mapped yet (a growth maps a whole granule run, and the free parts around the new block
+  // must not be handed to another thread before that mapping is done).
+  sp::device d = vm_device();
+  sp::pool p(d, {.memory_limit = 512 * MiB});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      sp::stream s(d);
+      std::mt19937_64 rng(100 + t);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (int i = 0; i < 400; ++i) {
+        if (live.size() < 6 && rng() % 3 != 0) {
+          const std::size_t n = (1 + rng() % 12) * MiB / 2 + (rng() % 64) * 4096;
+          void* q = p.allocate(s, n);
+          std::memset(q, t, n);
+          live.emplace_back(q, n);
+        } else if (!live.empty()) {
+          const std::size_t k = rng() % live.size();
+          p.deallocate(s, live[k].first);
+          live.erase(live.begin() + static_cast<long>(k));
+        }
+      }
+      for (auto& [q, n] : live) p.deallocate(s, q);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
 }

@@ -433,6 +433,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
     std::vector<granule_run> sources, targets;
     std::vector<native_physical> moved;
     arena_block* b = nullptr;
+    std::uintptr_t window = 0, extent_lo = 0, extent_hi = 0;
     token_set waits;
     bool fresh_memory = false;
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
@@ -472,6 +473,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       }
       // Commit the plan in the arena: the sources become unmapped, the window mapped and live.
       const std::uintptr_t window_start = w->start;
+      window = window_start;
       const auto runs = arena_.granules_to_map(*w, size);
       moved = detach_granules(sources);
       // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may
@@ -486,9 +488,15 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
             {static_cast<large_range*>(holder->range->owner), runs[i].first, runs[i].second});
       }
       if (holder == nullptr) holder = w->pieces.front();  // a pending window over mapped memory
-      STREAMPOOL_ASSERT(holder->start <= window_start && window_start + size <= holder->end());
+      // Until the device has mapped them, the new granules must be out of everyone's reach, also
+      // their parts outside the window (the arena already calls them mapped): the whole extent
+      // is taken live now, and what lies around the window is freed once it is mapped.
+      extent_lo = targets.empty() ? window_start : std::min(window_start, targets.front().from);
+      extent_hi = targets.empty() ? window_start + size
+                                  : std::max(window_start + size, targets.back().to);
+      STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
       waits = holder->tokens;
-      b = arena_.take(holder, window_start, size);
+      b = arena_.take(holder, extent_lo, extent_hi - extent_lo);
       fresh_memory = !targets.empty();
     }
     // Device work, under growth_mu_ only: unmap the sources, map everything into the window.
@@ -524,7 +532,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       // The device refused a mapping (out of memory for its page tables): free the window and
       // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
       std::lock_guard lock(large_mu_);
-      arena_.release(b, {});
+      arena_.release(b, waits);
       for (std::size_t i = mapped_runs; i < targets.size(); ++i) {
         const granule_run& t = targets[i];
         arena_block* holder = block_arena::block_at(*t.range->arena, t.from);
@@ -532,6 +540,12 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         arena_.change_state(holder, t.from, t.to, block_state::unmapped);
       }
       return nullptr;
+    }
+    if (extent_lo != window || extent_hi != window + size) {
+      // Mapped now: the parts around the window become free (behind the same waits).
+      std::lock_guard lock(large_mu_);
+      arena_block* f = arena_.release(b, waits);
+      b = arena_.take(f, window, size);
     }
     return hand_out_large(s, b, waits, fresh_memory);
   }
