@@ -2,12 +2,13 @@
 // large blocks, on made-up addresses: nothing here is ever dereferenced. check() verifies the
 // arena's invariants after every step; the tests add what the invariants cannot see (where a
 // block lands, what a window costs, which tokens survive a merge).
+#include "core/block_arena.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
-#include "core/block_arena.hpp"
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;

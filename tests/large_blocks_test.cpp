@@ -89,7 +89,8 @@ TEST(LargeBlocks, RemapsCompleteFreeMemoryBeforeCreatingMore) {
   EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
   EXPECT_EQ(after.upstream_creates, before.upstream_creates);
   EXPECT_GT(after.upstream_unmaps, before.upstream_unmaps);
-  EXPECT_EQ(after.upstream_maps - before.upstream_maps, after.upstream_unmaps - before.upstream_unmaps);
+  EXPECT_EQ(after.upstream_maps - before.upstream_maps,
+            after.upstream_unmaps - before.upstream_unmaps);
   EXPECT_EQ(after.host_waits, 0u);
   // The memory is usable: fill and read back through the host backend.
   std::memset(big, 0x5A, 24 * MiB);

@@ -138,7 +138,8 @@ TEST(TorchPlugin, OutOfMemoryThrowsWithTheNumbersAndFreeNeverThrows) {
     (void)sp_torch_malloc(std::size_t{100} << 20, 0, s.ref().native());
     ADD_FAILURE() << "no exception";
   } catch (const sp::out_of_memory& e) {
-    EXPECT_NE(std::string(e.what()).find("requested 104857600 bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("requested 104857600 bytes"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("limit 67108864 bytes"), std::string::npos) << e.what();
   }
   p.pool().set_memory_limit(0);

@@ -28,7 +28,8 @@ namespace streampool::c_api {
 /// The same, when only the device's id is at hand: the cache hit needs no device; a miss calls
 /// `get_device()` (which may throw when the device is gone).
 template <class GetDevice>
-[[nodiscard]] stream_ref native_stream_of(std::uint64_t device_id, void* handle, GetDevice&& get_device);
+[[nodiscard]] stream_ref native_stream_of(std::uint64_t device_id, void* handle,
+                                          GetDevice&& get_device);
 
 /// A token for every wrapped stream of device `device_id` except `except`: what a free must wait
 /// for when the streams that used the memory are unknown (the PyTorch plug-in without its

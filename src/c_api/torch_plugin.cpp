@@ -73,9 +73,9 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 }
 
 plugin_device& device_for(int ordinal) {
-  STREAMPOOL_EXPECTS(ordinal >= 0 && ordinal < max_devices,
-                     sp::detail::format("torch plug-in: device %d is out of range [0, %d)",
-                                        ordinal, max_devices));
+  STREAMPOOL_EXPECTS(
+      ordinal >= 0 && ordinal < max_devices,
+      sp::detail::format("torch plug-in: device %d is out of range [0, %d)", ordinal, max_devices));
   if (plugin_device* d = devices[static_cast<std::size_t>(ordinal)].load(std::memory_order_acquire))
     return *d;
   std::lock_guard lock(devices_mu);
@@ -89,7 +89,8 @@ plugin_device& device_for(int ordinal) {
 }
 
 sp::stream_ref stream_on(plugin_device& d, void* native) {
-  return sp::c_api::native_stream_of(d.dev.id(), native, [&]() -> const sp::device& { return d.dev; });
+  return sp::c_api::native_stream_of(d.dev.id(), native,
+                                     [&]() -> const sp::device& { return d.dev; });
 }
 
 /// The plug-in device whose pool owns p, or nullptr.
@@ -207,7 +208,8 @@ SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* instal
     if (c10 == nullptr || torch_cuda == nullptr) {
       throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
                   "streampool: sp_torch_install_hooks: libc10_cuda.so or libtorch_cuda.so is not "
-                  "loaded from " + dir};
+                  "loaded from " +
+                      dir};
     }
     auto* current = static_cast<std::atomic<void*>*>(dlsym(c10, allocator_symbol));
     void* vtable = dlsym(torch_cuda, vtable_symbol);

@@ -7,9 +7,7 @@
 namespace streampool {
 namespace {
 
-bool aligned(const void* p, std::size_t a) {
-  return reinterpret_cast<std::uintptr_t>(p) % a == 0;
-}
+bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
 
 }  // namespace
 
@@ -22,8 +20,9 @@ void* backend::allocate(std::size_t bytes) {
 }
 
 void* backend::reserve(std::size_t bytes) {
-  STREAMPOOL_EXPECTS(caps_.virtual_memory,
-                     detail::format("%s: reserve: this backend has no virtual memory", name_.c_str()));
+  STREAMPOOL_EXPECTS(
+      caps_.virtual_memory,
+      detail::format("%s: reserve: this backend has no virtual memory", name_.c_str()));
   STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.vm_granularity == 0,
                      detail::format("%s: reserve of %zu bytes is not a positive multiple of the "
                                     "granule %zu",
@@ -32,9 +31,9 @@ void* backend::reserve(std::size_t bytes) {
 }
 
 native_physical backend::create_physical() {
-  STREAMPOOL_EXPECTS(caps_.virtual_memory,
-                     detail::format("%s: create_physical: this backend has no virtual memory",
-                                    name_.c_str()));
+  STREAMPOOL_EXPECTS(
+      caps_.virtual_memory,
+      detail::format("%s: create_physical: this backend has no virtual memory", name_.c_str()));
   return do_create_physical();
 }
 

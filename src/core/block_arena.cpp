@@ -11,8 +11,9 @@ namespace streampool::detail {
 namespace {
 
 [[noreturn]] void broken(const char* what, const arena_block& b) {
-  std::fprintf(stderr, "streampool: block arena invariant broken: %s (block [%#zx, %#zx) state %d)\n",
-               what, static_cast<std::size_t>(b.start), static_cast<std::size_t>(b.end()),
+  std::fprintf(stderr,
+               "streampool: block arena invariant broken: %s (block [%#zx, %#zx) state %d)\n", what,
+               static_cast<std::size_t>(b.start), static_cast<std::size_t>(b.end()),
                static_cast<int>(b.state));
   std::abort();
 }
@@ -262,7 +263,8 @@ void block_arena::check() const {
           break;
         case block_state::mapped:
           ++mapped;
-          if (mapped_.count(const_cast<arena_block*>(b)) == 0) broken("mapped block not indexed", *b);
+          if (mapped_.count(const_cast<arena_block*>(b)) == 0)
+            broken("mapped block not indexed", *b);
           for (std::size_t i = 0; i < b->tokens.size(); ++i)
             for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
               if (b->tokens[i].line == b->tokens[j].line) broken("two tokens of one timeline", *b);

@@ -99,7 +99,8 @@ class block_arena {
   /// The block of `r` that holds address a (a walk through the range: for rare paths).
   [[nodiscard]] static arena_block* block_at(const arena_range& r, std::uintptr_t a) noexcept;
   [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
-  [[nodiscard]] const std::unordered_map<std::uintptr_t, arena_block*>& live_blocks() const noexcept {
+  [[nodiscard]] const std::unordered_map<std::uintptr_t, arena_block*>& live_blocks()
+      const noexcept {
     return live_;
   }
 

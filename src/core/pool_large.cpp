@@ -41,7 +41,9 @@ bool owned_by(const token_set& tokens, const timeline* on) {
                      [&](const token& t) { return t.line.get() == on; });
 }
 
-void* to_ptr(std::uintptr_t a) { return reinterpret_cast<void*>(a); }  // NOLINT(performance-no-int-to-ptr)
+void* to_ptr(std::uintptr_t a) {
+  return reinterpret_cast<void*>(a);
+}  // NOLINT(performance-no-int-to-ptr)
 std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 /// How often a stream that frees large blocks records a marker: every 32nd large free, or after
@@ -68,7 +70,8 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
       const std::lock_guard growth(growth_mu_);
       const std::size_t reserved = reserved_now_.load();
-      if (reserved > options_.release_threshold) release_free_granules(reserved - options_.release_threshold);
+      if (reserved > options_.release_threshold)
+        release_free_granules(reserved - options_.release_threshold);
     }
     return p;
   }
@@ -87,8 +90,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   });
 }
 
-void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_ok,
-                                  bool split_big) {
+void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_ok, bool split_big) {
   const timeline* me = &s.get_timeline();
   token_set waits;
   arena_block* b = nullptr;
@@ -133,7 +135,9 @@ void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_o
 
 void* pool_state::hand_out_large(stream_ref s, arena_block* b, const token_set& waits, bool fresh) {
   const bool waited = order_after(s, waits);
-  (fresh ? fresh_allocations_ : waited ? waited_reuses_ : ready_reuses_)
+  (fresh    ? fresh_allocations_
+   : waited ? waited_reuses_
+            : ready_reuses_)
       .fetch_add(1, std::memory_order_relaxed);
   allocations_.fetch_add(1, std::memory_order_relaxed);
   count_allocation(b->size);
@@ -148,9 +152,10 @@ void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_r
     std::lock_guard lock(large_mu_);
     arena_block* b = live_large(p);
     if (b == nullptr) {
-      STREAMPOOL_FAIL(format("deallocate: %s is not the start of a live block of pool %llu "
-                             "(double free, or a pointer into a block)",
-                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+      STREAMPOOL_FAIL(
+          format("deallocate: %s is not the start of a live block of pool %llu "
+                 "(double free, or a pointer into a block)",
+                 format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
     }
     size = b->size;
     token_set tokens = std::move(b->tokens);  // recorded uses, if any
@@ -199,7 +204,8 @@ std::size_t pool_state::trim_large() {
     std::lock_guard lock(large_mu_);
     for (const auto& r : arena_.ranges()) {
       arena_block* b = block_arena::sole_free_block(*r);
-      if (b != nullptr && all_complete(b->tokens)) release.push_back(static_cast<large_range*>(r->owner));
+      if (b != nullptr && all_complete(b->tokens))
+        release.push_back(static_cast<large_range*>(r->owner));
     }
     for (large_range* lr : release) arena_.remove_range(lr->arena);
   }
@@ -243,8 +249,7 @@ void* pool_state::grow_segment(stream_ref s, std::size_t size) {
   // few large ones fit; on the GPT-2 trace those tails were a quarter of a GiB at the peak.
   // Only with a coarse granularity (a GPU's 2 MiB): with a fine one the tails are small and a
   // shared segment would cost more than it saves.
-  if (g >= (std::size_t{1} << 20) && bytes != size && size <= mid_max &&
-      mid_segment >= 2 * bytes) {
+  if (g >= (std::size_t{1} << 20) && bytes != size && size <= mid_max && mid_segment >= 2 * bytes) {
     base = grow(round_up(mid_segment, g));
     if (base != nullptr) bytes = round_up(mid_segment, g);
   }
@@ -316,8 +321,9 @@ bool pool_state::reserve_range(std::size_t bytes) {
   return true;
 }
 
-std::vector<pool_state::granule_run> pool_state::complete_free_granules(
-    std::size_t granules, std::uintptr_t avoid_from, std::uintptr_t avoid_to) {
+std::vector<pool_state::granule_run> pool_state::complete_free_granules(std::size_t granules,
+                                                                        std::uintptr_t avoid_from,
+                                                                        std::uintptr_t avoid_to) {
   const std::size_t g = vm_granule();
   std::vector<granule_run> runs;
   arena_block probe;
@@ -468,7 +474,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
           const bool enough = more.size() == need - have;
           fresh.insert(fresh.end(), more.begin(), more.end());
           if (!enough) return nullptr;  // the reclaim ladder trims, runs hooks, and retries
-          continue;                      // plan again: the arena may have changed meanwhile
+          continue;                     // plan again: the arena may have changed meanwhile
         }
       }
       // Commit the plan in the arena: the sources become unmapped, the window mapped and live.
@@ -492,8 +498,8 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       // their parts outside the window (the arena already calls them mapped): the whole extent
       // is taken live now, and what lies around the window is freed once it is mapped.
       extent_lo = targets.empty() ? window_start : std::min(window_start, targets.front().from);
-      extent_hi = targets.empty() ? window_start + size
-                                  : std::max(window_start + size, targets.back().to);
+      extent_hi =
+          targets.empty() ? window_start + size : std::max(window_start + size, targets.back().to);
       STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
       waits = holder->tokens;
       b = arena_.take(holder, extent_lo, extent_hi - extent_lo);
@@ -510,7 +516,8 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
                                       }) <= moved.size());
     for (const granule_run& t : targets) {
       const std::size_t n = (t.to - t.from) / g;
-      if (!backend_->map(to_ptr(t.from), std::span<const native_physical>(moved).subspan(used, n))) {
+      if (!backend_->map(to_ptr(t.from),
+                         std::span<const native_physical>(moved).subspan(used, n))) {
         break;
       }
       ++mapped_runs;
@@ -526,7 +533,8 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       map_.insert(to_ptr(t.from), t.to - t.from, r);
     }
     // What was moved or created but not mapped goes back (only when a map failed).
-    std::vector<native_physical> spare(moved.begin() + static_cast<std::ptrdiff_t>(used), moved.end());
+    std::vector<native_physical> spare(moved.begin() + static_cast<std::ptrdiff_t>(used),
+                                       moved.end());
     release_physical(spare);
     if (mapped_runs < targets.size()) {
       // The device refused a mapping (out of memory for its page tables): free the window and
