@@ -98,6 +98,22 @@ def timed_steps(step_fn, n_warmup, n_steps):
     return times, per_step
 
 
+def train(opt, batches, loss_of):
+    """Timed training steps: bf16 autocast forward (loss_of(batch) on the device), backward, step."""
+    losses = []
+
+    def step(i):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of(batches[i % len(batches)])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+
+    times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
+    return times, per_step, {"losses": losses}
+
+
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -106,19 +122,12 @@ def gpt2():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
     batches = [torch.randint(0, 50257, (8, 512), generator=g) for _ in range(4)]
-    losses = []
 
-    def step(i):
-        x = batches[i % len(batches)].cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(x, labels=x).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+    def loss_of(batch):
+        x = batch.cuda(non_blocking=True)
+        return model(x, labels=x).loss
 
-    times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
-    return times, per_step, {"losses": losses}
+    return train(opt, batches, loss_of)
 
 
 def resnet50():
@@ -133,20 +142,12 @@ def resnet50():
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(64, 3, 224, 224, generator=g), torch.randint(0, 1000, (64,), generator=g))
                for _ in range(2)]
-    losses = []
 
-    def step(i):
-        x, y = batches[i % len(batches)]
-        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+    def loss_of(batch):
+        x, y = batch[0].cuda(non_blocking=True), batch[1].cuda(non_blocking=True)
+        return F.cross_entropy(model(x), y)
 
-    times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
-    return times, per_step, {"losses": losses}
+    return train(opt, batches, loss_of)
 
 
 def server():
