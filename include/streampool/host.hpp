@@ -39,6 +39,9 @@ struct host_options {
   bool virtual_memory = true;
   /// Virtual memory's granule (backend_caps::vm_granularity); 0 = granularity.
   std::size_t vm_granularity = 0;
+  /// A marker recorded on an idle queue is complete at once (false: the worker completes it, a
+  /// moment later, like a GPU; tests that want pending work longer turn this off).
+  bool eager_markers = true;
 };
 
 /// A new host backend.

@@ -184,6 +184,8 @@ class sequence {
     h.seed = pick(1u << 16) + 1;
     h.granularity = 64u << 10;
     h.device_wait = pick(8) != 0;
+    h.eager_markers = pick(2) == 0;
+    h.virtual_memory = pick(4) != 0;
     options_.poison_on_free = pick(2) == 0;
     static constexpr std::size_t cache_bytes[] = {4u << 10, 256u << 10, 8u << 20};
     options_.stream_cache_bytes = cache_bytes[pick(3)];
@@ -195,7 +197,8 @@ class sequence {
     dev_.emplace(obs);
     std::ostringstream s;
     s << "host backend: checking, delay " << h.max_delay_us << " us (seed " << h.seed
-      << "), device_wait " << h.device_wait << "; pools: poison_on_free "
+      << "), device_wait " << h.device_wait << ", eager_markers " << h.eager_markers
+      << ", virtual_memory " << h.virtual_memory << "; pools: poison_on_free "
       << options_.poison_on_free << ", stream_cache_bytes " << options_.stream_cache_bytes
       << ", memory_limit " << options_.memory_limit << ", small_max " << options_.small_max;
     r_.config = s.str();

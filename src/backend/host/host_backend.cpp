@@ -234,7 +234,7 @@ class host_backend final : public backend {
       // round trip through the worker, this makes a replay, which submits no work, see its
       // markers complete at once, every time: its results do not depend on thread timing.)
       std::unique_lock lock(q.mu);
-      if (q.tasks.empty() && !q.running) {
+      if (options_.eager_markers && q.tasks.empty() && !q.running) {
         complete_marker(q, *m);  // the worker is idle: its clock is stable under q.mu
         return new marker_ptr(std::move(m));
       }
