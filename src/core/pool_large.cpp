@@ -2,20 +2,20 @@
 // docs/large-blocks.md is the note behind it: rationale, rules, evidence, limits.
 //
 // Virtual-memory path (a backend with caps().virtual_memory):
-//   1. a free block with memory behind it and no wait needed: best fit. No driver call.
+//   1. a free block with memory behind it and no wait needed: best fit, the stream's own first.
+//      No driver call.
 //   2. else a window: the place in a run of free blocks, some mapped, some not, that needs the
-//      fewest granules mapped (the frontier of what was mapped so far, or a hole), then the
-//      granules under it are mapped with physical memory taken from free blocks whose work is
-//      complete (a remap), and only when there is not enough of that, with new physical memory.
+//      fewest granules mapped (the frontier of what was mapped so far, or a hole). Its granules
+//      are new physical memory while reserved stays within 2% of peak live; beyond that, they
+//      are taken from free blocks whose work is complete (a remap) first.
 //   3. but when new memory would be needed and a mapped free block fits behind a device-side
 //      wait, the wait is taken instead: it saves real growth, nothing less does.
 //   Memory goes back only on trim(), past release_threshold, or under pressure (the out-of-memory
 //   ladder trims). So steady-state reuse makes no driver call and no host wait.
 //
-// Segment path (no virtual memory): blocks of whole upstream allocations, three rules keep
-// reserved memory close to live memory (see allocate_segment_path below).
+// Segment path (no virtual memory): blocks of whole upstream allocations; three rules keep
+// reserved memory close to live memory (allocate_large, take_free_large, grow_segment).
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 
 #include "pool_state.hpp"
@@ -42,8 +42,8 @@ bool owned_by(const token_set& tokens, const timeline* on) {
 }
 
 void* to_ptr(std::uintptr_t a) {
-  return reinterpret_cast<void*>(a);
-}  // NOLINT(performance-no-int-to-ptr)
+  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
+}
 std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 /// How often a stream that frees large blocks records a marker: every 32nd large free, or after
@@ -51,10 +51,10 @@ std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(
 /// streams, and for remapping), rarely enough that markers cost nothing next to a training step
 /// (a few dozen per step of ~1,000 large frees).
 constexpr std::uint32_t mark_every = 32;
+constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 /// Physical memory up to peak live + 1/50 (2%) is created when needed; beyond it, memory under
 /// free blocks whose work is complete is remapped first (see grow_virtual).
 constexpr std::size_t remap_slack_divisor = 50;
-constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 
 }  // namespace
 
