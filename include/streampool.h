@@ -61,8 +61,8 @@ extern "C" {
 
 typedef enum sp_status_e {
   STREAMPOOL_STATUS_SUCCESS = 0,
-  /** A precondition was broken (NULL handle, size overflow, double free, foreign pointer, wrong device,
-   *  out of bounds). Nothing changed. */
+  /** A precondition was broken (NULL handle, size overflow, double free, foreign pointer, wrong
+   *  device, out of bounds). Nothing changed. */
   STREAMPOOL_STATUS_INVALID_ARGUMENT = 1,
   /** The device (or the pool's memory limit) refused, even after trimming the cache and running
    *  every reclaim hook. The message names the request, the limit, live and cached bytes. */

@@ -104,8 +104,9 @@ plugin_device* owner_of(const void* p) {
 
 void free_on(plugin_device& d, void* ptr, void* native) {
   sp::stream_ref s = stream_on(d, native);
-  const bool per_thread = d.dev.get_backend().name() == "cuda" &&
-                          reinterpret_cast<std::uintptr_t>(native) == 0x2;  // CU_STREAM_PER_THREAD
+  // CU_STREAM_PER_THREAD; the handle first, so that the common free compares no string.
+  const bool per_thread = reinterpret_cast<std::uintptr_t>(native) == 0x2 &&
+                          d.dev.get_backend().name() == "cuda";
   if (!conservative.load(std::memory_order_relaxed) && !per_thread) {
     d.pool.deallocate(s, ptr);
     return;

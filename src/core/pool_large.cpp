@@ -26,15 +26,6 @@ namespace {
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
-bool all_complete(const token_set& tokens) {
-  return std::all_of(tokens.begin(), tokens.end(),
-                     [](const token& t) { return t.ready_for(nullptr); });
-}
-
-bool all_ready_for(const token_set& tokens, const timeline* on) {
-  return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
-}
-
 /// Freed on `on` and not yet known complete there: the stream's own recently freed memory.
 bool owned_by(const token_set& tokens, const timeline* on) {
   return std::any_of(tokens.begin(), tokens.end(),

@@ -36,15 +36,6 @@ std::size_t env_limit(const backend& b) {
   return text != nullptr && *text != '\0' ? parse_memory_limit(text, b.caps().total_memory) : 0;
 }
 
-bool all_complete(const token_set& tokens) {
-  return std::all_of(tokens.begin(), tokens.end(),
-                     [](const token& t) { return t.ready_for(nullptr); });
-}
-
-bool all_ready_for(const token_set& tokens, const timeline* on) {
-  return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
-}
-
 }  // namespace
 
 pool_state::pool_state(device d, pool_options options)

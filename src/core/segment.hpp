@@ -10,6 +10,7 @@
 //                (block_arena.hpp), guarded by the pool's large lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +83,17 @@ using token_set = std::vector<token>;
 
 /// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
 void merge_token(token_set& set, const token& t);
+
+/// Every token is complete (memory may go back to the upstream, or be remapped).
+[[nodiscard]] inline bool all_complete(const token_set& tokens) {
+  return std::all_of(tokens.begin(), tokens.end(),
+                     [](const token& t) { return t.ready_for(nullptr); });
+}
+
+/// Memory with these tokens may go to `on` with no wait.
+[[nodiscard]] inline bool all_ready_for(const token_set& tokens, const timeline* on) {
+  return std::all_of(tokens.begin(), tokens.end(), [&](const token& t) { return t.ready_for(on); });
+}
 
 struct arena_range;
 
