@@ -85,7 +85,8 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   bool wait_device(native_queue waiter, point p);
 
   /// Called for each large free on this timeline, of `bytes`: records a marker for the current
-  /// point on every `every`-th call, or once `bytes_between` bytes were freed since the last one.
+  /// point on every `every`-th call, once `bytes_between` bytes were freed since the last one, or
+  /// for a single free of at least a quarter of that.
   /// Lets others learn, without a marker per free, that memory freed on this timeline a little
   /// earlier is complete. Counts, not a clock: the same program records the same markers, every
   /// run. Never blocks: skipped when the timeline is busy or retired.

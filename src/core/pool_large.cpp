@@ -37,10 +37,10 @@ void* to_ptr(std::uintptr_t a) {
 }
 std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-/// How often a stream that frees large blocks records a marker: every 32nd large free, or after
-/// 256 MiB freed. Often enough that memory freed a little earlier is seen complete (by other
-/// streams, and for remapping), rarely enough that markers cost nothing next to a training step
-/// (a few dozen per step of ~1,000 large frees).
+/// How often a stream that frees large blocks records a marker: every 32nd large free, after
+/// 256 MiB freed, and at a single free of 64 MiB or more. Often enough that memory freed a little
+/// earlier is seen complete (by other streams, and for remapping), rarely enough that markers cost
+/// nothing next to a training step (a few dozen per step of ~1,000 large frees).
 constexpr std::uint32_t mark_every = 32;
 constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 /// Physical memory up to peak live + 1/50 (2%) is created when needed; beyond it, memory under
@@ -176,16 +176,22 @@ void pool_state::record_use_large(void* p, const token& use) {
   b->has_uses = true;
 }
 
-std::size_t pool_state::trim_large() {
-  // A free block's last point is known complete only once a marker covers it (markers are lazy):
-  // record one where none does yet (never waits), so that what has finished by now goes back.
+void pool_state::mark_free_large(const timeline* skip) {
+  // The latest point per timeline over every free block not known complete: one marker each.
   token_set pending;
   {
     std::lock_guard lock(large_mu_);
     for (arena_block* b : arena_.mapped_free())
-      for (const token& t : b->tokens) merge_token(pending, t);
+      if (!all_complete(b->tokens))
+        for (const token& t : b->tokens)
+          if (t.line.get() != skip) merge_token(pending, t);
   }
   for (const token& t : pending) (void)t.line->marker_for(t.at);
+}
+
+std::size_t pool_state::trim_large() {
+  // What has finished by now goes back, also where no marker says so yet.
+  mark_free_large(nullptr);
   if (virtual_large_) {
     const std::lock_guard growth(growth_mu_);
     return release_free_granules(SIZE_MAX);
@@ -210,6 +216,7 @@ std::size_t pool_state::trim_large() {
 
 void pool_state::destroy_large() noexcept {
   // Every pending use was waited for (wait_all_pending); nothing else runs on this pool.
+  for (native_physical h : spare_physical_) backend_->release_physical(h);
   for (auto& [base, r] : large_ranges_) {
     if (!r->virtual_range) {
       backend_->deallocate(base, r->bytes);
@@ -399,15 +406,25 @@ void pool_state::release_physical(std::vector<native_physical>& handles) {
 
 std::size_t pool_state::release_free_granules(std::size_t bytes) {
   const std::size_t g = vm_granule();
+  // Spare granules first: they are mapped nowhere.
+  std::size_t released = 0;
+  while (!spare_physical_.empty() && released < bytes) {
+    std::vector<native_physical> one{spare_physical_.back()};
+    spare_physical_.pop_back();
+    release_physical(one);
+    released += g;
+  }
+  if (released >= bytes) return released;
   std::vector<granule_run> runs;
   std::vector<native_physical> handles;
   {
     std::lock_guard lock(large_mu_);
-    runs = complete_free_granules(bytes / g == 0 ? 1 : bytes / g, 0, 0);
+    const std::size_t want = (bytes - released) / g;
+    runs = complete_free_granules(want == 0 ? 1 : want, 0, 0);
     handles = detach_granules(runs);
   }
   unmap_runs(runs);
-  const std::size_t released = handles.size() * g;
+  released += handles.size() * g;
   release_physical(handles);
   return released;
 }
@@ -419,12 +436,16 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
   // One growth at a time: the arena may say "unmapped" ahead of the device only while this is
   // held, and the driver calls below run under it (never under large_mu_, which frees take).
   const std::lock_guard growth(growth_mu_);
-  std::vector<native_physical> fresh;  // created for this growth, before the plan is committed
-  struct release_unused {
-    pool_state& pool;
+  // Created before the plan is committed (or left over from an earlier growth); what this growth
+  // does not map stays spare for the next one.
+  std::vector<native_physical> fresh = std::move(spare_physical_);
+  spare_physical_.clear();
+  struct keep_unused {
+    std::vector<native_physical>& spare;
     std::vector<native_physical>& handles;
-    ~release_unused() { pool.release_physical(handles); }
-  } unused{*this, fresh};
+    ~keep_unused() { spare = std::move(handles); }
+  } unused{spare_physical_, fresh};
+  bool marked = false;  // mark_free_large() ran for this growth
 
   for (;;) {
     std::vector<granule_run> sources, targets;
@@ -456,6 +477,18 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         }
         std::size_t have = fresh.size();
         for (const granule_run& r : sources) have += (r.to - r.from) / g;
+        if (have < need && !marked) {
+          // Other streams' free memory may be complete without a marker that says so (markers
+          // are lazy, and a program that synchronises its streams itself records none). Mark it
+          // and plan again: what has finished is remappable, and needs no wait, by this growth or
+          // the next. Not this stream's own: it reuses that with no wait anyway, and remapping
+          // it moves memory away from where its next request of the same size wants it back
+          // (on the GPT-2 trace: 4 granules more at the peak, and remaps in step 2).
+          lock.unlock();
+          mark_free_large(me);
+          marked = true;
+          continue;
+        }
         if (have < need) {
           // New memory would be needed. A free block that fits behind a device-side wait saves
           // that growth; a wait couples the two streams, so it is taken only here.
@@ -523,11 +556,11 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       std::lock_guard seg(segments_mu_);
       map_.insert(to_ptr(t.from), t.to - t.from, r);
     }
-    // What was moved or created but not mapped goes back (only when a map failed).
-    std::vector<native_physical> spare(moved.begin() + static_cast<std::ptrdiff_t>(used),
-                                       moved.end());
-    release_physical(spare);
+    // What was not mapped: spares beyond this growth's need stay spare; after a failed map, all
+    // of it goes back.
+    fresh.assign(moved.begin() + static_cast<std::ptrdiff_t>(used), moved.end());
     if (mapped_runs < targets.size()) {
+      release_physical(fresh);
       // The device refused a mapping (out of memory for its page tables): free the window and
       // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
       std::lock_guard lock(large_mu_);

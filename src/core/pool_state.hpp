@@ -130,6 +130,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void deallocate_large(void* p, std::span<const token> uses, stream_ref* s);
   void record_use_large(void* p, const token& use);
   [[nodiscard]] arena_block* live_large(const void* p) const;  // under large_mu_
+  /// Records a marker behind the last use of every free large block not known complete, where no
+  /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`.
+  void mark_free_large(const timeline* skip);
   std::size_t trim_large();
   void destroy_large() noexcept;
   void push_shared(std::size_t cls, free_chunk c);
@@ -172,13 +175,18 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   const bool virtual_large_;  // large blocks on virtual memory (backend has it, option allows)
   std::mutex growth_mu_;
+  // Physical granules created for a growth that found memory elsewhere meanwhile (another thread
+  // freed a fitting block while the driver created them). Kept for the next growth instead of
+  // released: reserved either way, and giving them back would be a driver call now and another
+  // one then. Guarded by growth_mu_; released by trim and the give-backs.
+  std::vector<native_physical> spare_physical_;
   mutable std::mutex large_mu_;
   block_arena arena_;
 
   mutable std::mutex segments_mu_;
   std::unordered_map<void*, std::unique_ptr<slab>> slabs_;
   std::unordered_map<void*, std::unique_ptr<large_range>> large_ranges_;
-  std::size_t reserved_ = 0;       // guarded by segments_mu_; also mirrored below for reads
+  std::size_t reserved_ = 0;  // guarded by segments_mu_; also mirrored below for reads
   std::atomic<std::size_t> reserved_now_{0};
   std::atomic<std::size_t> peak_reserved_{0};
   // Live bytes, exact: every allocation and free adds to it, and the peak follows it.
@@ -207,7 +215,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // Threads between reserving upstream memory in grow() and publishing the new segment.
   std::atomic<int> growing_{0};
   struct growing_scope {
-    explicit growing_scope(std::atomic<int>& n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+    explicit growing_scope(std::atomic<int>& n) : n_(n) {
+      n_.fetch_add(1, std::memory_order_relaxed);
+    }
     ~growing_scope() { n_.fetch_sub(1, std::memory_order_release); }
     growing_scope(const growing_scope&) = delete;
     growing_scope& operator=(const growing_scope&) = delete;

@@ -81,7 +81,9 @@ void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
                                  std::size_t bytes_between) {
   const std::uint32_t calls = calls_since_mark_.fetch_add(1, std::memory_order_relaxed) + 1;
   const std::size_t freed = bytes_since_mark_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (calls < every && freed < bytes_between) return;
+  // A single free of a quarter of bytes_between marks at once: such a block is worth remapping
+  // or handing to another stream on its own, and frees that big are few.
+  if (calls < every && freed < bytes_between && bytes < bytes_between / 4) return;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || queue_ == nullptr) return;
   calls_since_mark_.store(0, std::memory_order_relaxed);
