@@ -74,9 +74,9 @@ def report(workload, runs):
                      "device waits / item | tokens |")
     else:
         lines.append("| allocator | median step ms (rounds) | min ms | vs native | vs cudaMallocAsync "
-                     "| peak reserved MiB (max) | upstream calls / step | host waits / step | "
-                     "losses |")
-    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---|" if not server else
+                     "| host CPU ms / step | peak reserved MiB (max) | upstream calls / step | "
+                     "host waits / step | losses |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|" if not server else
                  "|---|---|---:|---:|---:|---:|---:|---:|---|")
     native = by.get("native", [])
     for a in ALLOCATORS:
@@ -118,10 +118,15 @@ def report(workload, runs):
         elif a == "native" and len(native) > 1:
             same = all(r["losses"] == native[0]["losses"] for r in native)
             check = "reference" + (" (identical across rounds)" if same else "")
+        # The host's own CPU time per step (median; before the step's final synchronize): a
+        # step whose host time is close to its wall time is host-bound, and allocator overhead
+        # shows in it directly.
+        cpu = [s["cpu_ms"] for s in per_steps if "cpu_ms" in s]
         lines.append(
             f"| {NAMES[a]} | {med[a]:.2f} ({rounds}) | {mn:.2f} | "
             f"{fmt(med[a] / med['native'] if med.get('native') else None, '.3f')} | "
-            f"{fmt(med[a] / med['async'] if med.get('async') else None, '.3f')} | {peak:,.0f} | "
+            f"{fmt(med[a] / med['async'] if med.get('async') else None, '.3f')} | "
+            f"{fmt(statistics.median(cpu) if cpu else None)} | {peak:,.0f} | "
             f"{fmt(calls)} | {fmt(waits)} | {check} |")
     return "\n".join(lines)
 
