@@ -89,6 +89,23 @@ TEST(LargeBlocks, RemappingSettlesInALayoutThatNeverRepeats) {
   for (void* q : live) p.deallocate(s, q);
 }
 
+TEST(LargeBlocks, ARequestBeyondTheDeviceFailsWithoutTakingTheDevice) {
+  // More than the device holds: out of memory at once, with no physical memory created and
+  // nothing held afterwards (the caller may free memory and go on).
+  sp::device d = vm_device(/*total=*/256 * MiB);
+  sp::pool p(d);
+  sp::stream s(d);
+  void* a = p.allocate(s, 64 * MiB);
+  const std::uint64_t creates = p.statistics().upstream_creates;
+  EXPECT_THROW((void)p.allocate(s, 1024 * MiB), sp::out_of_memory);
+  const sp::pool_statistics st = p.statistics();
+  EXPECT_EQ(st.upstream_creates, creates);
+  EXPECT_LE(st.reserved_bytes, 64 * MiB + g);
+  void* b = p.allocate(s, 128 * MiB);  // the rest of the device is still there
+  p.deallocate(s, a);
+  p.deallocate(s, b);
+}
+
 TEST(LargeBlocks, FreeBlocksCoalesceAcrossFormerSegments) {
   sp::device d = vm_device();
   sp::pool p(d);

@@ -501,11 +501,24 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
           // that growth; a wait couples the two streams, so it is taken only here.
           lock.unlock();
           if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) return p;
+          // More than the device holds, with what is reserved already, cannot be created: fail
+          // before creating any (the reclaim ladder trims and retries), instead of taking the
+          // whole device until the driver refuses.
+          const std::size_t total = backend_->caps().total_memory;
+          if (total != 0 && (need - have) * g > total - std::min(total, reserved)) {
+            release_physical(fresh);
+            return nullptr;
+          }
           std::vector<native_physical> more = create_physical(need - have);
           const bool enough = more.size() == need - have;
           fresh.insert(fresh.end(), more.begin(), more.end());
-          if (!enough) return nullptr;  // the reclaim ladder trims, runs hooks, and retries
-          continue;                     // plan again: the arena may have changed meanwhile
+          if (!enough) {
+            // Refused: what was created goes back now, not kept spare, so that memory is free
+            // for the reclaim ladder's retry and for whoever catches the out-of-memory error.
+            release_physical(fresh);
+            return nullptr;
+          }
+          continue;  // plan again: the arena may have changed meanwhile
         }
       }
       // Commit the plan in the arena: the sources become unmapped, the window mapped and live.
