@@ -1,6 +1,8 @@
 // Basic pool behaviour on the host backend: allocate, free, reuse, statistics.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;
@@ -35,4 +37,33 @@ TEST(PoolBasic, ArrayRoundTrip) {
   EXPECT_FLOAT_EQ(r[1023], 1023.f * 1024.f / 2.f);
   EXPECT_FLOAT_EQ(sp::reduce(a, sp::op::add), 1023.f * 1024.f / 2.f);
   EXPECT_TRUE(sp::host_violations(d.get_backend()).empty());
+}
+
+TEST(PoolBasic, LiveBytesStayExactAcrossStreamsAndTheirDestruction) {
+  // Each stream adds its small reuses to the pool's live count in steps (stream_cache::live_delta);
+  // the statistics must still add up exactly: across streams, frees on another stream than the
+  // allocation's, and streams destroyed with a delta pending.
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d);
+  sp::stream a(d);
+  std::vector<void*> kept;
+  {
+    sp::stream b(d);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<void*> on_a, on_b;
+      for (int i = 0; i < 20; ++i) on_a.push_back(p.allocate(a, 4096));
+      for (int i = 0; i < 7; ++i) on_b.push_back(p.allocate(b, 1000));
+      for (void* q : on_a) p.deallocate(b, q);  // freed on the other stream
+      for (void* q : on_b) p.deallocate(b, q);
+    }
+    for (int i = 0; i < 5; ++i) kept.push_back(p.allocate(b, 4096));  // fast path on b: pending
+    EXPECT_EQ(p.statistics().live_bytes, 5 * p.block_size(kept[0]));
+  }  // b is destroyed with its delta pending
+  const std::size_t block = p.block_size(kept[0]);
+  EXPECT_EQ(p.statistics().live_bytes, 5 * block);
+  (void)p.trim();  // forgets b's cache
+  EXPECT_EQ(p.statistics().live_bytes, 5 * block);
+  for (void* q : kept) p.deallocate(a, q);
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+  EXPECT_GE(p.statistics().peak_live_bytes, 20 * block);
 }

@@ -16,7 +16,8 @@
 //   shared lists  per size class, and the large free list: memory freed without a live stream (by a
 //                 finaliser, with tokens), handed back by a destroyed stream, or overflowing a
 //                 stream cache. Each entry carries the tokens it must wait for.
-//   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both plus
+//   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both
+//   plus
 //                 slab slack.
 //
 // The stream-ordering contract, in full:
@@ -77,19 +78,22 @@ struct stream_statistics {
 };
 
 struct pool_statistics {
-  std::size_t live_bytes = 0;       ///< handed out now (block sizes, i.e. after rounding)
-  std::size_t cached_bytes = 0;     ///< free in stream caches and shared lists
-  std::size_t reserved_bytes = 0;   ///< held from the upstream (allocations + physical granules)
-  std::size_t peak_live_bytes = 0;      ///< exact: the highest live_bytes ever reached
+  std::size_t live_bytes = 0;      ///< handed out now (block sizes, i.e. after rounding)
+  std::size_t cached_bytes = 0;    ///< free in stream caches and shared lists
+  std::size_t reserved_bytes = 0;  ///< held from the upstream (allocations + physical granules)
+  /// The highest live_bytes ever reached: exact with one stream; while several streams reuse
+  /// small blocks at once, low by at most 64 KiB per other stream (each stream adds its small
+  /// reuses to the shared count in steps of 64 KiB, so that threads share no written cache line).
+  std::size_t peak_live_bytes = 0;
   std::size_t peak_reserved_bytes = 0;  ///< exact
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
-  std::uint64_t fresh_allocations = 0;    ///< memory never handed out before
-  std::uint64_t same_stream_reuses = 0;   ///< from the stream's own cache: no wait by construction
-  std::uint64_t ready_reuses = 0;         ///< freed elsewhere, every token already complete
-  std::uint64_t waited_reuses = 0;        ///< freed elsewhere, work pending: the stream was made wait
-  std::uint64_t device_waits = 0;         ///< device-side waits enqueued for those
-  std::uint64_t host_waits = 0;           ///< host waits (no device-side waits, or growth/OOM paths)
+  std::uint64_t fresh_allocations = 0;   ///< memory never handed out before
+  std::uint64_t same_stream_reuses = 0;  ///< from the stream's own cache: no wait by construction
+  std::uint64_t ready_reuses = 0;        ///< freed elsewhere, every token already complete
+  std::uint64_t waited_reuses = 0;  ///< freed elsewhere, work pending: the stream was made wait
+  std::uint64_t device_waits = 0;   ///< device-side waits enqueued for those
+  std::uint64_t host_waits = 0;     ///< host waits (no device-side waits, or growth/OOM paths)
   std::uint64_t upstream_allocations = 0;    ///< backend allocate() calls (slabs, segments)
   std::uint64_t upstream_deallocations = 0;  ///< backend deallocate() calls
   std::uint64_t upstream_reserves = 0;       ///< virtual ranges reserved
@@ -149,9 +153,7 @@ class STREAMPOOL_EXPORT pool {
   [[nodiscard]] pool_statistics statistics() const;
   /// @throws logic_error when the device was destroyed (the pool outlived it through arrays)
   [[nodiscard]] device get_device() const;
-  [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept {
-    return state_;
-  }
+  [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept { return state_; }
   explicit pool(std::shared_ptr<detail::pool_state> s) : state_(std::move(s)) {}
   friend bool operator==(const pool& a, const pool& b) noexcept { return a.state_ == b.state_; }
 
@@ -162,6 +164,6 @@ class STREAMPOOL_EXPORT pool {
 /// Parses a memory limit: "123", "64M", "2G", "1.5G", "80%" (of `device_total`). Throws
 /// logic_error naming the text for anything else.
 [[nodiscard]] STREAMPOOL_EXPORT std::size_t parse_memory_limit(const char* text,
-                                                              std::size_t device_total);
+                                                               std::size_t device_total);
 
 }  // namespace streampool

@@ -96,13 +96,13 @@ void pool_state::check_request(stream_ref s, std::size_t bytes) const {
                      format("allocate: %zu bytes is beyond any device (at most %zu); a size "
                             "computation overflowed?",
                             bytes, max_request));
-  STREAMPOOL_EXPECTS(s.get_device().id() == device_id_,
-                     format("allocate: stream (timeline %llu) belongs to device %llu, but pool %llu "
-                            "allocates on device %llu",
-                            static_cast<unsigned long long>(s.get_timeline().id()),
-                            static_cast<unsigned long long>(s.get_device().id()),
-                            static_cast<unsigned long long>(id_),
-                            static_cast<unsigned long long>(device_id_)));
+  STREAMPOOL_EXPECTS(
+      s.get_device().id() == device_id_,
+      format("allocate: stream (timeline %llu) belongs to device %llu, but pool %llu "
+             "allocates on device %llu",
+             static_cast<unsigned long long>(s.get_timeline().id()),
+             static_cast<unsigned long long>(s.get_device().id()),
+             static_cast<unsigned long long>(id_), static_cast<unsigned long long>(device_id_)));
 }
 
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
@@ -126,8 +126,14 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
     c.allocations.store(c.allocations.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
     e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+    const std::int64_t flush = c.count_live(static_cast<std::int64_t>(size));
+    const std::int64_t pending = c.live_delta.load(std::memory_order_relaxed);
     c.mu.unlock();
-    count_allocation(size);
+    if (flush != 0) {
+      add_live(flush);
+    } else {
+      note_peak(pending);
+    }
     return e.p;
   }
   c.mu.unlock();
@@ -311,13 +317,29 @@ void* pool_state::grow(std::size_t bytes) {
 void pool_state::count_allocation(std::size_t bytes) noexcept {
   const std::size_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   std::size_t peak = peak_live_.load(std::memory_order_relaxed);
-  while (live > peak &&
-         !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  while (live > peak && !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
 }
 
 void pool_state::count_deallocation(std::size_t bytes) noexcept {
   live_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void pool_state::note_peak(std::int64_t pending) noexcept {
+  // Two loads of lines that are rarely written (the counters change at flushes, the peak at new
+  // peaks), so the fast path shares no written cache line; a store only at a new peak.
+  const auto live = static_cast<std::int64_t>(live_.load(std::memory_order_relaxed)) + pending;
+  if (live <= 0) return;
+  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  while (static_cast<std::size_t>(live) > peak &&
+         !peak_live_.compare_exchange_weak(peak, static_cast<std::size_t>(live),
+                                           std::memory_order_relaxed)) {
+  }
+}
+
+void pool_state::add_live(std::int64_t delta) noexcept {
+  if (delta > 0) count_allocation(static_cast<std::size_t>(delta));
+  if (delta < 0) count_deallocation(static_cast<std::size_t>(-delta));
 }
 
 void* pool_state::with_reclaim(std::size_t bytes, const std::function<void*()>& attempt) {
@@ -410,9 +432,8 @@ std::uint64_t pool_state::add_reclaim_hook(std::function<void(std::size_t)> hook
 
 void pool_state::remove_reclaim_hook(std::uint64_t id) {
   std::lock_guard lock(hooks_mu_);
-  STREAMPOOL_EXPECTS(hooks_.erase(id) == 1,
-                     format("remove_reclaim_hook: no hook with id %llu",
-                            static_cast<unsigned long long>(id)));
+  STREAMPOOL_EXPECTS(hooks_.erase(id) == 1, format("remove_reclaim_hook: no hook with id %llu",
+                                                   static_cast<unsigned long long>(id)));
 }
 
 // ---- deallocation -----------------------------------------------------------------------------
@@ -422,19 +443,19 @@ void pool_state::bad_pointer(const void* p, const char* what) const {
     std::lock_guard lock(registry_mu());
     for (pool_state* other : registry()) {
       if (other != this && other->map_.find(p) != nullptr) {
-        STREAMPOOL_FAIL(format("%s: pointer %s belongs to pool %llu on device %llu, not to pool "
-                               "%llu on device %llu (wrong pool or wrong device)",
-                               what, format_ptr(p).c_str(),
-                               static_cast<unsigned long long>(other->id_),
-                               static_cast<unsigned long long>(other->device_id_),
-                               static_cast<unsigned long long>(id_),
-                               static_cast<unsigned long long>(device_id_)));
+        STREAMPOOL_FAIL(format(
+            "%s: pointer %s belongs to pool %llu on device %llu, not to pool "
+            "%llu on device %llu (wrong pool or wrong device)",
+            what, format_ptr(p).c_str(), static_cast<unsigned long long>(other->id_),
+            static_cast<unsigned long long>(other->device_id_),
+            static_cast<unsigned long long>(id_), static_cast<unsigned long long>(device_id_)));
       }
     }
   }
-  STREAMPOOL_FAIL(format("%s: pointer %s was not allocated by pool %llu (or its memory was "
-                         "already released)",
-                         what, format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
+  STREAMPOOL_FAIL(
+      format("%s: pointer %s was not allocated by pool %llu (or its memory was "
+             "already released)",
+             what, format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
 }
 
 void pool_state::deallocate(stream_ref s, void* p) {
@@ -460,21 +481,21 @@ void pool_state::deallocate(void* p, std::span<const token> uses) {
 void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses) {
   const std::size_t i = sl.index_of(p);
   if (sl.chunk_at(i) != p) {
-    STREAMPOOL_FAIL(format("deallocate: %s is inside the block %s of %zu bytes (offset %zu), not "
-                           "at its start",
-                           format_ptr(p).c_str(), format_ptr(sl.chunk_at(i)).c_str(),
-                           sl.chunk_size,
-                           static_cast<std::size_t>(static_cast<std::byte*>(p) -
-                                                    static_cast<std::byte*>(sl.chunk_at(i)))));
+    STREAMPOOL_FAIL(
+        format("deallocate: %s is inside the block %s of %zu bytes (offset %zu), not "
+               "at its start",
+               format_ptr(p).c_str(), format_ptr(sl.chunk_at(i)).c_str(), sl.chunk_size,
+               static_cast<std::size_t>(static_cast<std::byte*>(p) -
+                                        static_cast<std::byte*>(sl.chunk_at(i)))));
   }
   // The exchange makes a double free (even a racing one) fail for exactly one caller, before
   // anything else changes.
   const std::uint8_t old = sl.state(i).exchange(chunk_free, std::memory_order_acq_rel);
   if (old == chunk_free) {
-    STREAMPOOL_FAIL(format("deallocate: %s (block of %zu bytes in pool %llu) is not allocated: "
-                           "double free",
-                           format_ptr(p).c_str(), sl.chunk_size,
-                           static_cast<unsigned long long>(id_)));
+    STREAMPOOL_FAIL(
+        format("deallocate: %s (block of %zu bytes in pool %llu) is not allocated: "
+               "double free",
+               format_ptr(p).c_str(), sl.chunk_size, static_cast<unsigned long long>(id_)));
   }
   const std::size_t cls = sl.size_class;
   token_set tokens;
@@ -495,13 +516,17 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   timeline& line = s->get_timeline();
   stream_cache* cp = line.first_cache(id_);
   stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
-  count_deallocation(sl.chunk_size);
-  std::lock_guard lock(c.mu);
-  c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
-                        std::memory_order_relaxed);
-  c.bins[cls].push_back({p, &sl, line.current()});
-  c.bin_bytes[cls] += sl.chunk_size;
-  if (c.bin_bytes[cls] > options_.stream_cache_bytes) spill(c, cls);
+  std::int64_t flush = 0;
+  {
+    std::lock_guard lock(c.mu);
+    c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+    c.bins[cls].push_back({p, &sl, line.current()});
+    c.bin_bytes[cls] += sl.chunk_size;
+    flush = c.count_live(-static_cast<std::int64_t>(sl.chunk_size));
+    if (c.bin_bytes[cls] > options_.stream_cache_bytes) spill(c, cls);
+  }
+  if (flush != 0) add_live(flush);
 }
 
 void pool_state::spill(stream_cache& c, std::size_t cls) {
@@ -570,7 +595,8 @@ std::size_t pool_state::block_size(const void* p) const {
   }
   std::lock_guard lock(large_mu_);
   const arena_block* b = live_large(p);
-  STREAMPOOL_EXPECTS(b != nullptr, format("block_size: %s is not a live block", format_ptr(p).c_str()));
+  STREAMPOOL_EXPECTS(b != nullptr,
+                     format("block_size: %s is not a live block", format_ptr(p).c_str()));
   return b->size;
 }
 
@@ -587,7 +613,8 @@ bool pool_state::owns(const void* p) const noexcept {
 }
 
 std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
-  auto c = std::make_shared<stream_cache>(*this, weak_from_this(), line.weak_from_this(), line.id());
+  auto c =
+      std::make_shared<stream_cache>(*this, weak_from_this(), line.weak_from_this(), line.id());
   std::lock_guard lock(caches_mu_);
   caches_.push_back(c);
   return c;
@@ -692,7 +719,13 @@ void pool_state::wait_all_pending() {
     for (auto& t : b->tokens) t.line->wait_host(t.at);
 }
 
-std::size_t pool_state::live_bytes() const { return live_.load(); }
+std::size_t pool_state::live_bytes() const {
+  // The exact counter plus what the stream caches have not added to it yet.
+  auto live = static_cast<std::int64_t>(live_.load());
+  std::lock_guard lock(caches_mu_);
+  for (const auto& c : caches_) live += c->live_delta.load(std::memory_order_relaxed);
+  return live > 0 ? static_cast<std::size_t>(live) : 0;
+}
 
 pool_statistics pool_state::statistics() const {
   pool_statistics st;

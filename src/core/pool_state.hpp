@@ -149,6 +149,14 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void* grow(std::size_t bytes);
   void count_allocation(std::size_t bytes) noexcept;
   void count_deallocation(std::size_t bytes) noexcept;
+  /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).
+  void note_peak(std::int64_t pending) noexcept;
+
+ public:
+  /// Adds a stream cache's pending live delta (stream_cache::live_delta) to the exact counter.
+  void add_live(std::int64_t delta) noexcept;
+
+ private:
   void release_segment(segment* seg);
   /// Runs the out-of-memory ladder around `attempt` (trim, hooks, retry) and throws when it
   /// still fails.

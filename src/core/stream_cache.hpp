@@ -35,8 +35,8 @@ class alignas(64) stream_cache {
     timeline::point at;  // the timeline's point when it was freed
   };
 
-  stream_cache(pool_state& pool, std::weak_ptr<pool_state> weak_pool,
-               std::weak_ptr<timeline> line, std::uint64_t timeline_id);
+  stream_cache(pool_state& pool, std::weak_ptr<pool_state> weak_pool, std::weak_ptr<timeline> line,
+               std::uint64_t timeline_id);
 
   [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
@@ -54,6 +54,22 @@ class alignas(64) stream_cache {
   // Statistics: written under mu by one writer at a time, read without it.
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
+  // Live bytes allocated minus freed through this cache's fast path and not yet added to the
+  // pool's live counter: it is added once its magnitude reaches live_flush_bytes, so that a
+  // stream's alloc/free pairs touch no shared cache line (one shared counter cost 16 threads
+  // 12x their 4 KiB pair rate on the H200). Written under mu, read without it.
+  std::atomic<std::int64_t> live_delta{0};
+  static constexpr std::int64_t live_flush_bytes = 64 << 10;
+
+  /// Under mu: adds `bytes` (negative for a free) to live_delta. Returns what the caller adds to
+  /// the pool's counter after unlocking (add_live): the whole delta once it reaches the flush
+  /// size either way, else 0.
+  std::int64_t count_live(std::int64_t bytes) noexcept {
+    const std::int64_t d = live_delta.load(std::memory_order_relaxed) + bytes;
+    const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
+    live_delta.store(flush ? 0 : d, std::memory_order_relaxed);
+    return flush ? d : 0;
+  }
 
  private:
   pool_state* pool_;  // valid until detach()
