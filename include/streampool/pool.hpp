@@ -16,9 +16,8 @@
 //   shared lists  per size class, and the large free list: memory freed without a live stream (by a
 //                 finaliser, with tokens), handed back by a destroyed stream, or overflowing a
 //                 stream cache. Each entry carries the tokens it must wait for.
-//   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both
-//   plus
-//                 slab slack.
+//   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both,
+//                 plus slab slack.
 //
 // The stream-ordering contract, in full:
 //   * allocate(s, n) returns memory that work submitted to s after the call may use at once. If

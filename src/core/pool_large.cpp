@@ -408,13 +408,12 @@ void pool_state::release_physical(std::vector<native_physical>& handles) {
 std::size_t pool_state::release_free_granules(std::size_t bytes) {
   const std::size_t g = vm_granule();
   // Spare granules first: they are mapped nowhere.
-  std::size_t released = 0;
-  while (!spare_physical_.empty() && released < bytes) {
-    std::vector<native_physical> one{spare_physical_.back()};
-    spare_physical_.pop_back();
-    release_physical(one);
-    released += g;
-  }
+  const std::size_t n = std::min(spare_physical_.size(), (bytes + g - 1) / g);
+  std::vector<native_physical> spares(spare_physical_.end() - static_cast<std::ptrdiff_t>(n),
+                                      spare_physical_.end());
+  spare_physical_.resize(spare_physical_.size() - n);
+  release_physical(spares);
+  std::size_t released = n * g;
   if (released >= bytes) return released;
   std::vector<granule_run> runs;
   std::vector<native_physical> handles;
@@ -483,7 +482,6 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         }
         std::size_t have = fresh.size();
         for (const granule_run& r : sources) have += (r.to - r.from) / g;
-        remapped_ += (have - fresh.size()) * g;  // raises the slack: see remapped_
         if (have < need && !marked) {
           // Other streams' free memory may be complete without a marker that says so (markers
           // are lazy, and a program that synchronises its streams itself records none). Mark it
@@ -526,6 +524,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       window = window_start;
       const auto runs = arena_.granules_to_map(*w, size);
       moved = detach_granules(sources);
+      remapped_ += moved.size() * g;  // raises the slack: see remapped_
       // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may
       // delete them, but never another unmapped piece (a mapped one lies between).
       std::vector<arena_block*> holes;

@@ -126,13 +126,12 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
     c.allocations.store(c.allocations.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
     e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-    const std::int64_t flush = c.count_live(static_cast<std::int64_t>(size));
-    const std::int64_t pending = c.live_delta.load(std::memory_order_relaxed);
+    const stream_cache::counted n = c.count_live(static_cast<std::int64_t>(size));
     c.mu.unlock();
-    if (flush != 0) {
-      add_live(flush);
+    if (n.flush) {
+      add_live(n.delta);
     } else {
-      note_peak(pending);
+      note_peak(n.delta);
     }
     return e.p;
   }
@@ -516,17 +515,17 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   timeline& line = s->get_timeline();
   stream_cache* cp = line.first_cache(id_);
   stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
-  std::int64_t flush = 0;
+  stream_cache::counted n{};
   {
     std::lock_guard lock(c.mu);
     c.deallocations.store(c.deallocations.load(std::memory_order_relaxed) + 1,
                           std::memory_order_relaxed);
     c.bins[cls].push_back({p, &sl, line.current()});
     c.bin_bytes[cls] += sl.chunk_size;
-    flush = c.count_live(-static_cast<std::int64_t>(sl.chunk_size));
+    n = c.count_live(-static_cast<std::int64_t>(sl.chunk_size));
     if (c.bin_bytes[cls] > options_.stream_cache_bytes) spill(c, cls);
   }
-  if (flush != 0) add_live(flush);
+  if (n.flush) add_live(n.delta);
 }
 
 void pool_state::spill(stream_cache& c, std::size_t cls) {

@@ -61,14 +61,18 @@ class alignas(64) stream_cache {
   std::atomic<std::int64_t> live_delta{0};
   static constexpr std::int64_t live_flush_bytes = 64 << 10;
 
-  /// Under mu: adds `bytes` (negative for a free) to live_delta. Returns what the caller adds to
-  /// the pool's counter after unlocking (add_live): the whole delta once it reaches the flush
-  /// size either way, else 0.
-  std::int64_t count_live(std::int64_t bytes) noexcept {
+  /// Under mu: adds `bytes` (negative for a free) to live_delta. Returns the delta; once it
+  /// reaches the flush size either way, live_delta is reset and the caller adds the returned
+  /// delta to the pool's counter after unlocking (add_live), else it stays pending here.
+  struct counted {
+    std::int64_t delta;
+    bool flush;
+  };
+  counted count_live(std::int64_t bytes) noexcept {
     const std::int64_t d = live_delta.load(std::memory_order_relaxed) + bytes;
     const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
     live_delta.store(flush ? 0 : d, std::memory_order_relaxed);
-    return flush ? d : 0;
+    return {d, flush};
   }
 
  private:
