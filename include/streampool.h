@@ -254,6 +254,9 @@ SP_API void sp_torch_empty_cache(void);
  *  `installed`: 1 = record_stream, 2 = empty_cache, or both. NOT_AVAILABLE when this PyTorch does
  *  not export what is needed (then call sp_torch_set_conservative(1)). */
 SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* installed);
+/** With STREAMPOOL_TORCH_TRACE=FILE set, the plug-in writes every allocation and free to FILE in
+ *  tools/replay's trace format; this writes a phase line "# name" there (no-op otherwise). */
+SP_API void sp_torch_trace_phase(const char* name);
 /** 1: every free waits for the work of every stream the plug-in knows (safe without the
  *  record-stream hook, at the price of waits for streams that never used the memory). */
 SP_API sp_status_t sp_torch_set_conservative(int on);

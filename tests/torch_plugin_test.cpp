@@ -5,8 +5,13 @@
 // thing, PyTorch on the H200, is bench/torch/ (bench/RESULTS.md).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "c_api/handles.hpp"
 #include "streampool/streampool.hpp"
@@ -15,8 +20,12 @@ namespace sp = streampool;
 
 namespace {
 
+/// Where the plug-in's recorder writes (STREAMPOOL_TORCH_TRACE, read once per process).
+const std::string trace_path = "/tmp/streampool-torch-trace-" + std::to_string(getpid()) + ".txt";
+
 const bool host_plugin = [] {
   setenv("STREAMPOOL_TORCH_BACKEND", "host", 1);
+  setenv("STREAMPOOL_TORCH_TRACE", trace_path.c_str(), 1);
   return true;
 }();
 
@@ -167,4 +176,56 @@ TEST(TorchPlugin, EmptyCacheTrims) {
   // The large block's granules go back (its free recorded a marker, now complete); small slabs
   // whose last free on a wrapped stream has no marker yet may stay.
   EXPECT_LE(p.pool().statistics().reserved_bytes + (std::size_t{24} << 20), before);
+}
+
+TEST(TorchPlugin, TheRecorderWritesWhatTheReplayReads) {
+  plugin p;
+  sp::stream& s = streams(p.dev()).b;
+  // Sizes no other test uses, so that this test finds its own lines among the process's.
+  void* a = sp_torch_malloc(12345, 0, s.ref().native());
+  sp::stream& other = streams(p.dev()).a;
+  void* b = sp_torch_malloc(23456, 0, other.ref().native());
+  sp_torch_free(a, 12345, 0, s.ref().native());
+  void* c = sp_torch_malloc(34567, 0, s.ref().native());  // takes a's id: the smallest free one
+  sp_torch_trace_phase("step 7 begin");                   // also flushes the file
+  std::ifstream in(trace_path);
+  ASSERT_TRUE(in) << trace_path;
+  std::string line;
+  std::string id_a, stream_a, id_b, stream_b, id_c, stream_c;
+  bool freed_a = false;
+  bool phase = false;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string what, id, size, stream;
+    words >> what >> id >> size >> stream;
+    if (what == "alloc" && size == "12345") {
+      id_a = id;
+      stream_a = stream;
+    }
+    if (what == "alloc" && size == "23456") {
+      id_b = id;
+      stream_b = stream;
+    }
+    if (what == "free_completed" && size == "12345") {
+      EXPECT_EQ(id, id_a) << line;
+      EXPECT_EQ(stream, stream_a) << line;
+      freed_a = true;
+    }
+    if (what == "alloc" && size == "34567") {
+      id_c = id;
+      stream_c = stream;
+    }
+    if (line == "# step 7 begin") phase = true;
+  }
+  EXPECT_TRUE(freed_a);
+  EXPECT_TRUE(phase);
+  EXPECT_FALSE(id_a.empty());
+  EXPECT_NE(id_a, id_b);
+  EXPECT_EQ(id_c, id_a);
+  EXPECT_EQ(stream_c, stream_a);
+  EXPECT_NE(stream_a, stream_b);  // numbered per native handle (0 is the legacy default stream)
+  EXPECT_NE(stream_a, "0");
+  sp_torch_free(b, 23456, 0, other.ref().native());
+  sp_torch_free(c, 34567, 0, s.ref().native());
+  std::remove(trace_path.c_str());
 }

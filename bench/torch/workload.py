@@ -80,10 +80,18 @@ class Counters:
 COUNTERS = Counters()
 
 
+def trace_phase(name):
+    """A phase line in the plug-in's trace (STREAMPOOL_TORCH_TRACE), for tools/replay."""
+    if ARGS.allocator == "streampool" and os.environ.get("STREAMPOOL_TORCH_TRACE"):
+        from streampool import _capi
+        _capi.lib.sp_torch_trace_phase(name.encode())
+
+
 def timed_steps(step_fn, n_warmup, n_steps):
     """Runs warm-up then timed steps; a step ends when the device is done (synchronize)."""
     times, per_step = [], []
     for i in range(n_warmup + n_steps):
+        trace_phase(f"step {i} begin")
         before = COUNTERS.read()
         t0, c0 = time.perf_counter(), time.thread_time()
         step_fn(i)

@@ -123,6 +123,7 @@ _signatures = {
     "sp_torch_set_conservative": (status, [ctypes.c_int]),
     "sp_torch_pool": (status, [ctypes.c_int, _P(c_ptr)]),
     "sp_torch_empty_cache": (None, []),
+    "sp_torch_trace_phase": (None, [ctypes.c_char_p]),
 }
 for _name, (_res, _args) in _signatures.items():
     _f = getattr(lib, _name)

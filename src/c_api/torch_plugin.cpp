@@ -30,6 +30,7 @@
 #include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
+#include "torch_trace.hpp"
 #include "streampool/host.hpp"
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
 #include "streampool/cuda.hpp"
@@ -154,11 +155,14 @@ extern "C" {
 
 SP_API void* sp_torch_malloc(size_t size, int device, void* stream) {
   plugin_device& d = device_for(device);
-  return d.pool.allocate(stream_on(d, stream), size);
+  void* p = d.pool.allocate(stream_on(d, stream), size);
+  streampool::c_api::trace_alloc(p, size, stream);
+  return p;
 }
 
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) return;
+  streampool::c_api::trace_free(ptr);
   try {
     free_on(device_for(device), ptr, stream);
   } catch (const std::exception& e) {
@@ -185,6 +189,10 @@ SP_API void sp_torch_empty_cache(void) {
       d->pool.trim();
     }
   }
+}
+
+SP_API void sp_torch_trace_phase(const char* name) {
+  if (name != nullptr) streampool::c_api::trace_phase(name);
 }
 
 SP_API sp_status_t sp_torch_set_conservative(int on) {

@@ -188,8 +188,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // released: reserved either way, and giving them back would be a driver call now and another
   // one then. Guarded by growth_mu_; released by trim and the give-backs.
   std::vector<native_physical> spare_physical_;
-  // Bytes remapped so far (guarded by growth_mu_): added to the slack within which growths create
-  // new memory instead of remapping, so that remapping cannot go on forever (grow_virtual).
+  // Bytes remapped so far (guarded by growth_mu_): beyond a budget of a fifth of peak live, added
+  // to the slack within which growths create new memory instead of remapping, so that remapping
+  // cannot go on forever (grow_virtual).
   std::size_t remapped_ = 0;
   mutable std::mutex large_mu_;
   block_arena arena_;

@@ -2,7 +2,8 @@
 // reserved bytes, their ratio and the time per event.
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
-//          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] TRACE[.gz]
+//          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] [--quiet-after K]
+//          TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
 // replay ignores segment_alloc/segment_free (the allocator under test does its own upstream
@@ -27,8 +28,10 @@
 // 1,000 events, and per phase of the trace ('# step k begin' lines), so that a steady state that
 // still calls the driver shows.
 //
-// --max-ratio R, --max-host-waits N: fail (exit 1) when a streampool replay's peak reserved / peak
-// live exceeds R or it made more than N host waits (CI's check of the large-block policy).
+// --max-ratio R, --max-host-waits N, --quiet-after K: fail (exit 1) when a streampool replay's peak
+// reserved / peak live exceeds R, it made more than N host waits, or it made an upstream call in a
+// phase after the K-th (phases counted from 0; CI's check of the large-block policy: a steady state
+// makes no driver call).
 //
 // Exit status: 0 when every replay completed, balanced afterwards (live 0) and met the limits,
 // 1 on any failure, 2 on bad arguments, 77 when the trace file does not exist (a test skips).
@@ -377,7 +380,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
                "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-               "TRACE[.gz]\n");
+               "[--quiet-after K] TRACE[.gz]\n");
   return 2;
 }
 
@@ -391,6 +394,7 @@ int main(int argc, char** argv) {
   std::size_t vm_granularity = std::size_t{8} << 20;
   double max_ratio = 0;
   long long max_host_waits = -1;
+  long long quiet_after = -1;
   std::string path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -404,6 +408,8 @@ int main(int argc, char** argv) {
       max_ratio = std::strtod(argv[++i], nullptr);
     } else if (a == "--max-host-waits" && i + 1 < argc) {
       max_host_waits = std::strtoll(argv[++i], nullptr, 10);
+    } else if (a == "--quiet-after" && i + 1 < argc) {
+      quiet_after = std::strtoll(argv[++i], nullptr, 10);
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
       return usage();
     } else {
@@ -508,6 +514,15 @@ int main(int argc, char** argv) {
         std::printf("replay: FAIL: %s: %llu host waits > %lld\n", r.name.c_str(),
                     static_cast<unsigned long long>(r.host_waits), max_host_waits);
         within = false;
+      }
+      for (std::size_t k = 0; quiet_after >= 0 && k < r.phases.size(); ++k) {
+        const phase_counts& ph = r.phases[k];
+        if (k > static_cast<std::size_t>(quiet_after) && ph.upstream_calls != 0) {
+          std::printf("replay: FAIL: %s: %llu upstream calls in phase %zu (%s), after phase %lld\n",
+                      r.name.c_str(), static_cast<unsigned long long>(ph.upstream_calls), k,
+                      ph.name.c_str(), quiet_after);
+          within = false;
+        }
       }
     }
     std::printf("\nreplay: %s\n", within ? "done" : "limits exceeded");
