@@ -67,3 +67,22 @@ TEST(PoolBasic, LiveBytesStayExactAcrossStreamsAndTheirDestruction) {
   EXPECT_EQ(p.statistics().live_bytes, 0u);
   EXPECT_GE(p.statistics().peak_live_bytes, 20 * block);
 }
+
+TEST(PoolBasic, SmallClassesShareSlabPagesAndTrimGivesThemBack) {
+  // With a 2 MiB granularity (CUDA's), a few blocks of many size classes used to hold 2 MiB per
+  // class; their slabs now share pages of 64 KiB slots (src/core/slab_pages.hpp).
+  sp::device d(sp::make_host_backend({.checking = true, .granularity = std::size_t{2} << 20}));
+  sp::pool p(d);
+  sp::stream s(d);
+  std::vector<void*> blocks;
+  for (std::size_t n = 256; n <= 64 * 1024; n *= 2) blocks.push_back(p.allocate(s, n));  // 9 classes
+  sp::pool_statistics st = p.statistics();
+  EXPECT_EQ(st.upstream_allocations, 1u) << "nine slabs in one page";
+  EXPECT_EQ(st.reserved_bytes, std::size_t{2} << 20);
+  for (void* b : blocks) p.deallocate(s, b);
+  s.synchronize();
+  EXPECT_EQ(p.trim(), std::size_t{2} << 20) << "the page goes back with its last slab";
+  st = p.statistics();
+  EXPECT_EQ(st.reserved_bytes, 0u);
+  EXPECT_EQ(st.upstream_deallocations, 1u);
+}

@@ -209,10 +209,7 @@ std::size_t pool_state::trim_large() {
     for (large_range* lr : release) arena_.remove_range(lr->arena);
   }
   std::size_t released = 0;
-  for (large_range* lr : release) {
-    released += lr->bytes;
-    release_segment(lr);
-  }
+  for (large_range* lr : release) released += release_segment(lr);
   return released;
 }
 
@@ -290,7 +287,7 @@ void pool_state::give_back_free_segments() {
       t.line->wait_host(t.at);
       host_waits_.fetch_add(1, std::memory_order_relaxed);
     }
-    release_segment(lr);
+    (void)release_segment(lr);
   }
 }
 

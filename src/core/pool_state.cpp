@@ -46,7 +46,8 @@ pool_state::pool_state(device d, pool_options options)
       options_(options),
       limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
       virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
-      arena_(virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity) {
+      arena_(virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity),
+      slab_pages_(backend_->caps().granularity) {
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,
                      format("pool: backend '%s' granularity %zu must be a power of two >= %zu",
@@ -77,7 +78,9 @@ pool_state::~pool_state() {
     std::fprintf(stderr, "streampool: pool %llu destroyed with %zu bytes still allocated\n",
                  static_cast<unsigned long long>(id_), live);
   }
-  for (auto& [base, sl] : slabs_) backend_->deallocate(base, sl->bytes);
+  for (auto& [base, sl] : slabs_)
+    if (!sl->in_shared_page) backend_->deallocate(base, sl->bytes);
+  for (void* page : slab_pages_.bases()) backend_->deallocate(page, slab_pages_.page_bytes());
   destroy_large();
 }
 
@@ -224,22 +227,27 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
 void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache& /*cache*/) {
   const std::size_t chunk = class_size(cls);
   const growing_scope growing(growing_);
-  // Slabs hold at least eight chunks and at least 2 MiB, so that small classes amortise the
-  // upstream call and large classes do not strand much memory in a half-used slab.
-  std::size_t bytes =
-      round_up(std::max(chunk * 8, std::size_t{2} << 20), backend_->caps().granularity);
-  void* base = grow(bytes);
+  // A slab smaller than the granularity shares a slab page with other classes' slabs: at least
+  // four chunks and 64 KiB (a 64 KiB slab holds 256 chunks of the smallest class). One that is
+  // not is an upstream allocation of its own, of at least eight chunks and 2 MiB, so that the
+  // upstream call is amortised and a large class does not strand much in a half-used slab.
+  const std::size_t g = backend_->caps().granularity;
+  std::size_t bytes = round_up(std::max(chunk * 4, slab_pages::slot_bytes), slab_pages::slot_bytes);
+  if (!slab_pages_.shares(bytes)) bytes = round_up(std::max(chunk * 8, std::size_t{2} << 20), g);
+  void* base = slab_memory(bytes);
   // Under a memory limit the full slab may not fit even in an empty pool (eight 1 MiB chunks are
   // 8 MiB, over a 4 MiB limit), which failed requests the limit allows with "reserved 0 bytes".
   // A slab of just what one chunk needs beats failing.
-  const std::size_t smallest = round_up(chunk, backend_->caps().granularity);
+  std::size_t smallest = round_up(chunk, slab_pages::slot_bytes);
+  if (!slab_pages_.shares(smallest)) smallest = round_up(chunk, g);
   if (base == nullptr && bytes > smallest) {
     bytes = smallest;
-    base = grow(bytes);
+    base = slab_memory(bytes);
   }
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();
+  sl->in_shared_page = slab_pages_.shares(bytes);
   sl->carved = 1;  // not yet visible to anyone: no lock needed
   sl->state(sl->carve_index(0)).store(chunk_live, std::memory_order_release);
   {
@@ -311,6 +319,19 @@ void* pool_state::grow(std::size_t bytes) {
   }
   upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
   return p;
+}
+
+void* pool_state::slab_memory(std::size_t bytes) {
+  if (!slab_pages_.shares(bytes)) return grow(bytes);
+  {
+    std::lock_guard lock(segments_mu_);
+    if (void* p = slab_pages_.take(bytes)) return p;
+  }
+  void* page = grow(slab_pages_.page_bytes());
+  if (page == nullptr) return nullptr;
+  std::lock_guard lock(segments_mu_);
+  slab_pages_.add(page);
+  return slab_pages_.take(bytes);  // the new page has room, if no older one does by now
 }
 
 void pool_state::count_allocation(std::size_t bytes) noexcept {
@@ -667,10 +688,7 @@ std::size_t pool_state::trim() {
     for (auto& [sl, yes] : empty) release.push_back(sl);
   }
   std::size_t released = trim_large();
-  for (segment* seg : release) {
-    released += seg->bytes;
-    release_segment(seg);
-  }
+  for (segment* seg : release) released += release_segment(seg);
   // Caches of destroyed streams are empty for good: fold their counters in and forget them.
   std::lock_guard lock(caches_mu_);
   std::erase_if(caches_, [&](const std::shared_ptr<stream_cache>& c) {
@@ -684,11 +702,13 @@ std::size_t pool_state::trim() {
   return released;
 }
 
-void pool_state::release_segment(segment* seg) {
+std::size_t pool_state::release_segment(segment* seg) {
   // Owned by its own type: segment has no virtual destructor, so deleting a slab through a
   // segment pointer would skip ~slab (leaking its state array; undefined behaviour).
   std::unique_ptr<slab> owned_slab;
   std::unique_ptr<large_range> owned_large;
+  void* base = seg->base;
+  std::size_t bytes = seg->bytes;
   {
     std::lock_guard lock(segments_mu_);
     map_.erase(seg->base, seg->bytes);
@@ -696,15 +716,22 @@ void pool_state::release_segment(segment* seg) {
       auto it = slabs_.find(seg->base);
       owned_slab = std::move(it->second);
       slabs_.erase(it);
+      if (owned_slab->in_shared_page) {
+        // Its slots go back to the page; the page goes upstream with its last slab.
+        base = slab_pages_.give(seg->base, seg->bytes);
+        bytes = slab_pages_.page_bytes();
+      }
     } else {
       auto it = large_ranges_.find(seg->base);
       owned_large = std::move(it->second);
       large_ranges_.erase(it);
     }
   }
-  backend_->deallocate(seg->base, seg->bytes);
-  unreserve_bytes(seg->bytes);
+  if (base == nullptr) return 0;
+  backend_->deallocate(base, bytes);
+  unreserve_bytes(bytes);
   upstream_deallocations_.fetch_add(1, std::memory_order_relaxed);
+  return bytes;
 }
 
 void pool_state::wait_all_pending() {

@@ -29,6 +29,7 @@
 
 #include "block_arena.hpp"
 #include "page_map.hpp"
+#include "slab_pages.hpp"
 #include "segment.hpp"
 #include "size_classes.hpp"
 #include "stream_cache.hpp"
@@ -147,6 +148,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void unreserve_bytes(std::size_t bytes);
   /// Upstream allocation within the limit; nullptr when refused.
   void* grow(std::size_t bytes);
+  /// Memory for a slab of `bytes`: slots of a shared slab page when it is smaller than a page,
+  /// else an upstream allocation of its own. nullptr when refused (the memory limit).
+  void* slab_memory(std::size_t bytes);
   void count_allocation(std::size_t bytes) noexcept;
   void count_deallocation(std::size_t bytes) noexcept;
   /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).
@@ -157,7 +161,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void add_live(std::int64_t delta) noexcept;
 
  private:
-  void release_segment(segment* seg);
+  /// Unregisters a wholly free segment and gives its memory back; returns the bytes that went
+  /// upstream (0 for a slab whose shared page still holds other slabs).
+  std::size_t release_segment(segment* seg);
   /// Runs the out-of-memory ladder around `attempt` (trim, hooks, retry) and throws when it
   /// still fails.
   void* with_reclaim(std::size_t bytes, const std::function<void*()>& attempt);
@@ -197,6 +203,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   mutable std::mutex segments_mu_;
   std::unordered_map<void*, std::unique_ptr<slab>> slabs_;
+  slab_pages slab_pages_;  // pages shared by slabs smaller than the granularity
   std::unordered_map<void*, std::unique_ptr<large_range>> large_ranges_;
   std::size_t reserved_ = 0;  // guarded by segments_mu_; also mirrored below for reads
   std::atomic<std::size_t> reserved_now_{0};

@@ -1,0 +1,65 @@
+// streampool: slab pages (slab_pages.hpp).
+#include "slab_pages.hpp"
+
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+std::uint64_t run_mask(std::size_t first, std::size_t n) noexcept {
+  const std::uint64_t ones = n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
+  return ones << first;
+}
+
+}  // namespace
+
+slab_pages::slab_pages(std::size_t page_bytes) noexcept
+    : page_bytes_(page_bytes),
+      slots_per_page_(page_bytes % slot_bytes == 0 && page_bytes / slot_bytes <= max_slots
+                          ? page_bytes / slot_bytes
+                          : 0) {}
+
+void* slab_pages::take(std::size_t bytes) {
+  STREAMPOOL_ASSERT(shares(bytes));
+  const std::size_t n = bytes / slot_bytes;
+  // Newest first: older pages are usually full, and a new page was added for this very request.
+  for (auto it = pages_.rbegin(); it != pages_.rend(); ++it) {
+    for (std::size_t first = 0; first + n <= slots_per_page_; ++first) {
+      const std::uint64_t m = run_mask(first, n);
+      if ((it->used & m) == 0) {
+        it->used |= m;
+        return reinterpret_cast<void*>(it->base + first * slot_bytes);  // NOLINT(performance-no-int-to-ptr)
+      }
+    }
+  }
+  return nullptr;
+}
+
+void slab_pages::add(void* base) {
+  pages_.push_back({reinterpret_cast<std::uintptr_t>(base), 0});
+}
+
+void* slab_pages::give(const void* p, std::size_t bytes) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (auto it = pages_.begin(); it != pages_.end(); ++it) {
+    if (a < it->base || a >= it->base + page_bytes_) continue;
+    const std::uint64_t m = run_mask((a - it->base) / slot_bytes, bytes / slot_bytes);
+    STREAMPOOL_ASSERT((it->used & m) == m);
+    it->used &= ~m;
+    if (it->used != 0) return nullptr;
+    void* base = reinterpret_cast<void*>(it->base);  // NOLINT(performance-no-int-to-ptr)
+    pages_.erase(it);
+    return base;
+  }
+  STREAMPOOL_ASSERT(false && "slab_pages::give: not a shared page's slab");
+  return nullptr;
+}
+
+std::vector<void*> slab_pages::bases() const {
+  std::vector<void*> out;
+  out.reserve(pages_.size());
+  for (const page& pg : pages_) out.push_back(reinterpret_cast<void*>(pg.base));  // NOLINT(performance-no-int-to-ptr)
+  return out;
+}
+
+}  // namespace streampool::detail
