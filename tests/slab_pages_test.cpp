@@ -16,7 +16,9 @@ namespace {
 constexpr std::size_t slot = slab_pages::slot_bytes;
 constexpr std::size_t page = std::size_t{2} << 20;  // 32 slots
 
-void* at(std::uintptr_t a) { return reinterpret_cast<void*>(a); }  // NOLINT(performance-no-int-to-ptr)
+void* at(std::uintptr_t a) {
+  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
+}
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 TEST(SlabPages, OnlySlabsSmallerThanAPageOfWholeSlotsShare) {

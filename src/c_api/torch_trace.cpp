@@ -60,7 +60,8 @@ class recorder {
 
   std::uint32_t stream_number(const void* stream) {
     if (stream == nullptr) return 0;
-    auto [it, inserted] = streams_.try_emplace(stream, static_cast<std::uint32_t>(streams_.size() + 1));
+    auto [it, inserted] =
+        streams_.try_emplace(stream, static_cast<std::uint32_t>(streams_.size() + 1));
     return it->second;
   }
 
@@ -77,7 +78,8 @@ recorder* open_recorder() {
   if (path == nullptr || *path == '\0') return nullptr;
   std::FILE* f = std::fopen(path, "w");
   if (f == nullptr) {
-    std::fprintf(stderr, "streampool: torch plug-in: cannot open STREAMPOOL_TORCH_TRACE=%s\n", path);
+    std::fprintf(stderr, "streampool: torch plug-in: cannot open STREAMPOOL_TORCH_TRACE=%s\n",
+                 path);
     return nullptr;
   }
   return new recorder(f);  // leaked deliberately, like the plug-in's pools

@@ -11,6 +11,10 @@ std::uint64_t run_mask(std::size_t first, std::size_t n) noexcept {
   return ones << first;
 }
 
+void* to_ptr(std::uintptr_t a) {
+  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
+}
+
 }  // namespace
 
 slab_pages::slab_pages(std::size_t page_bytes) noexcept
@@ -23,21 +27,20 @@ void* slab_pages::take(std::size_t bytes) {
   STREAMPOOL_ASSERT(shares(bytes));
   const std::size_t n = bytes / slot_bytes;
   // Newest first: older pages are usually full, and a new page was added for this very request.
-  for (auto it = pages_.rbegin(); it != pages_.rend(); ++it) {
+  for (std::size_t i = pages_.size(); i-- > 0;) {
+    page& pg = pages_[i];
     for (std::size_t first = 0; first + n <= slots_per_page_; ++first) {
       const std::uint64_t m = run_mask(first, n);
-      if ((it->used & m) == 0) {
-        it->used |= m;
-        return reinterpret_cast<void*>(it->base + first * slot_bytes);  // NOLINT(performance-no-int-to-ptr)
+      if ((pg.used & m) == 0) {
+        pg.used |= m;
+        return to_ptr(pg.base + first * slot_bytes);
       }
     }
   }
   return nullptr;
 }
 
-void slab_pages::add(void* base) {
-  pages_.push_back({reinterpret_cast<std::uintptr_t>(base), 0});
-}
+void slab_pages::add(void* base) { pages_.push_back({reinterpret_cast<std::uintptr_t>(base), 0}); }
 
 void* slab_pages::give(const void* p, std::size_t bytes) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
@@ -47,7 +50,7 @@ void* slab_pages::give(const void* p, std::size_t bytes) {
     STREAMPOOL_ASSERT((it->used & m) == m);
     it->used &= ~m;
     if (it->used != 0) return nullptr;
-    void* base = reinterpret_cast<void*>(it->base);  // NOLINT(performance-no-int-to-ptr)
+    void* base = to_ptr(it->base);
     pages_.erase(it);
     return base;
   }
@@ -58,7 +61,7 @@ void* slab_pages::give(const void* p, std::size_t bytes) {
 std::vector<void*> slab_pages::bases() const {
   std::vector<void*> out;
   out.reserve(pages_.size());
-  for (const page& pg : pages_) out.push_back(reinterpret_cast<void*>(pg.base));  // NOLINT(performance-no-int-to-ptr)
+  for (const page& pg : pages_) out.push_back(to_ptr(pg.base));
   return out;
 }
 
