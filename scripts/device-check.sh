@@ -11,12 +11,15 @@
 #           anchors: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator)
 #   e2e     bench/torch/run.py: GPT-2 and ResNet-50 training and the multi-stream server under
 #           every allocator (E2E_ROUNDS, E2E_STEPS, E2E_WORKLOADS)
+#   traces  what the PyTorch plug-in serves in one streampool run of each of E2E_WORKLOADS
+#           (STREAMPOOL_TORCH_TRACE, 10 timed steps), gzipped into one $OUT/traces.tar for
+#           tools/replay here (the device tool brings back at most 8 files)
 # Logs go to $OUT; each stage prints one status line per program.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "${out}"
 root=$(pwd)
-stages=${DEVICE_CHECK_STAGES:-tests torch replay bench e2e}
+stages=${DEVICE_CHECK_STAGES:-tests torch replay bench e2e}  # traces: only when asked
 lib=${root}/.gpurun/lib
 run() { # name, command...: logs to $out/name.txt and prints one status line
   local name=$1
@@ -81,4 +84,16 @@ if has e2e; then
     --steps "${E2E_STEPS:-40}" --workloads "${E2E_WORKLOADS:-gpt2,resnet50,server}" \
     --out "${out}/e2e.json" 2>&1 | tee "${out}/e2e.txt"
   echo "e2e: $((SECONDS - t0)) s"
+fi
+
+if has traces; then
+  mkdir -p /tmp/traces
+  for w in $(echo "${E2E_WORKLOADS:-gpt2,resnet50,server}" | tr , ' '); do
+    run "trace_${w}" env PYTHONUNBUFFERED=1 PYTHONPATH="${root}/python" \
+      STREAMPOOL_TORCH_TRACE="/tmp/traces/${w}-plugin.txt" python3 bench/torch/workload.py \
+      --allocator streampool --workload "${w}" --steps 10 --json "/tmp/traces/${w}.json"
+    gzip -f "/tmp/traces/${w}-plugin.txt"
+  done
+  tar -C /tmp/traces -cf "${out}/traces.tar" .
+  ls -la /tmp/traces
 fi
