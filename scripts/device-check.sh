@@ -87,11 +87,13 @@ if has e2e; then
 fi
 
 if has traces; then
+  # Logs go into the tar too: $OUT keeps to one file for this stage.
   mkdir -p /tmp/traces
   for w in $(echo "${E2E_WORKLOADS:-gpt2,resnet50,server}" | tr , ' '); do
-    run "trace_${w}" env PYTHONUNBUFFERED=1 PYTHONPATH="${root}/python" \
-      STREAMPOOL_TORCH_TRACE="/tmp/traces/${w}-plugin.txt" python3 bench/torch/workload.py \
-      --allocator streampool --workload "${w}" --steps 10 --json "/tmp/traces/${w}.json"
+    PYTHONUNBUFFERED=1 STREAMPOOL_TORCH_TRACE="/tmp/traces/${w}-plugin.txt" python3 \
+      bench/torch/workload.py --allocator streampool --workload "${w}" --steps 10 \
+      --json "/tmp/traces/${w}.json" >"/tmp/traces/${w}.log" 2>&1
+    echo "trace ${w}: rc=$?"
     gzip -f "/tmp/traces/${w}-plugin.txt"
   done
   tar -C /tmp/traces -cf "${out}/traces.tar" .

@@ -78,8 +78,9 @@ pool_state::~pool_state() {
     std::fprintf(stderr, "streampool: pool %llu destroyed with %zu bytes still allocated\n",
                  static_cast<unsigned long long>(id_), live);
   }
+  // A slab that shares a page goes back with its page (slab_pages::shares is fixed per pool).
   for (auto& [base, sl] : slabs_)
-    if (!sl->in_shared_page) backend_->deallocate(base, sl->bytes);
+    if (!slab_pages_.shares(sl->bytes)) backend_->deallocate(base, sl->bytes);
   for (void* page : slab_pages_.bases()) backend_->deallocate(page, slab_pages_.page_bytes());
   destroy_large();
 }
@@ -247,7 +248,6 @@ void* pool_state::new_slab_chunk(stream_ref /*s*/, std::size_t cls, stream_cache
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();
-  sl->in_shared_page = slab_pages_.shares(bytes);
   sl->carved = 1;  // not yet visible to anyone: no lock needed
   sl->state(sl->carve_index(0)).store(chunk_live, std::memory_order_release);
   {
@@ -716,7 +716,7 @@ std::size_t pool_state::release_segment(segment* seg) {
       auto it = slabs_.find(seg->base);
       owned_slab = std::move(it->second);
       slabs_.erase(it);
-      if (owned_slab->in_shared_page) {
+      if (slab_pages_.shares(seg->bytes)) {
         // Its slots go back to the page; the page goes upstream with its last slab.
         base = slab_pages_.give(seg->base, seg->bytes);
         bytes = slab_pages_.page_bytes();

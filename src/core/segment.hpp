@@ -75,7 +75,6 @@ struct slab : segment {
   std::size_t carve_step;
   std::size_t carved = 0;  // chunks [0, carved) were handed out at least once; guarded by the
                            // class list lock
-  bool in_shared_page = false;  // its memory is slots of a slab page (slab_pages.hpp)
   std::unique_ptr<std::atomic<std::uint8_t>[]> states;
 };
 
