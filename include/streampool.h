@@ -170,7 +170,7 @@ SP_API sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t str
  *  that used ptr, needing no live stream (for finalisers). Never blocks on the device. */
 SP_API sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream);
 /** Declares that work on `stream` uses ptr: a later free (and the helpers) also wait for all work
- *  submitted to `stream` up to then. pool may be NULL. */
+ *  submitted to `stream` up to that free, also work submitted after this call. pool may be NULL. */
 SP_API sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream);
 /** Usable size of the live block at ptr (>= the requested size). */
 SP_API sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size);

@@ -42,6 +42,28 @@ def pattern(record=True):
     return bool((y == 2.0).all())
 
 
+def recorded_before_use():
+    # record_stream before the work that reads x (as data loaders call it), and a large free on
+    # the consumer in between: streampool records a marker there, so a point taken at the
+    # record_stream call would not cover the read. The free must wait for what b queued until it.
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    with torch.cuda.stream(a):
+        x = torch.full((N,), 1.0, device="cuda")
+    b.wait_stream(a)
+    with torch.cuda.stream(b):
+        x.record_stream(b)
+        t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        del t
+        torch.cuda._sleep(SLEEP)
+        y = x * 2.0
+    del x
+    with torch.cuda.stream(a):
+        z = torch.full((N,), 7.0, device="cuda")
+    torch.cuda.synchronize()
+    del z
+    return bool((y == 2.0).all())
+
+
 def several_consumers():
     a = torch.cuda.Stream()
     consumers = [torch.cuda.Stream() for _ in range(3)]
@@ -89,7 +111,8 @@ def freed_on_another_thread():
 def main():
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     print(f"record_stream hook installed: {streampool.torch.record_stream_hook()}")
-    for name, fn, n in [("pattern", pattern, trials), ("several consumers", several_consumers, trials),
+    for name, fn, n in [("pattern", pattern, trials), ("recorded before use", recorded_before_use, trials),
+                        ("several consumers", several_consumers, trials),
                         ("freed on another thread", freed_on_another_thread, trials),
                         ("control: no record_stream", lambda: pattern(record=False), 20)]:
         wrong = sum(0 if fn() else 1 for _ in range(n))

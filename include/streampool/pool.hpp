@@ -26,7 +26,8 @@
 //     on the host). Same-stream reuse costs nothing.
 //   * deallocate(s, p) returns p to the pool once the work submitted to s so far has finished;
 //     it does not wait for it. Work on other streams that used p must be declared with
-//     record_use() (or deallocate with tokens), else it is the caller's race.
+//     record_use() (or deallocate with tokens), else it is the caller's race. record_use(p, s)
+//     with a stream covers what s queues until the free, also work queued after the call.
 //   * deallocate(p, uses) frees p after the given tokens, needing no live stream: the form for
 //     finalisers and for arrays whose streams are gone.
 //   * No free ever blocks, calls user code, or needs the stream that last used the memory to
@@ -133,6 +134,10 @@ class STREAMPOOL_EXPORT pool {
   /// @brief Declares that work on another stream (up to `use`) touched p; a later deallocate
   ///        waits for it too.
   void record_use(void* p, const token& use);
+  /// @brief Declares that work `s` queues until p is freed may touch p: the free waits for
+  ///        everything s has queued by then (PyTorch's record_stream). May come before that
+  ///        work is queued.
+  void record_use(void* p, stream_ref s);
   /// The usable size of the block at p (>= the requested size).
   [[nodiscard]] std::size_t block_size(const void* p) const;
   /// True when p is a live allocation of this pool.

@@ -135,6 +135,12 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
 
 /// What a piece of memory must wait for: a point on a timeline.
 struct token {
+  /// A use declared ahead of its work (pool::record_use with a stream, PyTorch's record_stream):
+  /// "whatever the timeline has queued when the memory is freed". The pool replaces it by that
+  /// point at the free; it is never waited for as such. Below retired_point, so a retired
+  /// timeline still counts as complete.
+  static constexpr timeline::point at_free = timeline::retired_point - 1;
+
   std::shared_ptr<timeline> line;
   timeline::point at = 0;
 

@@ -42,7 +42,8 @@ sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* native_st
   return guarded([&] {
     require(pool, "sp_pool_record_use_native", "pool");
     require(ptr, "sp_pool_record_use_native", "ptr");
-    pool->p.record_use(ptr, stream_of(pool, native_stream).now());
+    // Until the free, like sp_pool_record_use.
+    pool->p.record_use(ptr, stream_of(pool, native_stream));
   });
 }
 

@@ -199,7 +199,7 @@ sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream) {
     auto a = allocation_registry::instance().containing(ptr);
     if (a == nullptr) {
       if (pool != nullptr) {
-        pool->p.record_use(ptr, stream->s.ref().now());  // names the problem, or C++ memory
+        pool->p.record_use(ptr, stream->s.ref());  // names the problem, or C++ memory
         return;
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,

@@ -177,7 +177,9 @@ SP_API void sp_torch_record_stream(void* ptr, void* stream) {
                      sp::detail::format("torch plug-in: record_stream: %s is not memory of the "
                                         "plug-in's pools",
                                         sp::detail::format_ptr(ptr).c_str()));
-  d->pool.record_use(ptr, stream_on(*d, stream).now());
+  // What the stream queues until the free, like PyTorch's own allocator (which records its
+  // events at the free): record_stream usually comes before the work that reads the tensor.
+  d->pool.record_use(ptr, stream_on(*d, stream));
 }
 
 SP_API void sp_torch_empty_cache(void) {

@@ -15,6 +15,11 @@ void* pool::allocate(stream_ref s, std::size_t bytes) { return state_->allocate(
 void pool::deallocate(stream_ref s, void* p) { state_->deallocate(s, p); }
 void pool::deallocate(void* p, std::span<const token> uses) { state_->deallocate(p, uses); }
 void pool::record_use(void* p, const token& use) { state_->record_use(p, use); }
+void pool::record_use(void* p, stream_ref s) {
+  token use = s.now();
+  use.at = token::at_free;
+  state_->record_use(p, use);
+}
 std::size_t pool::block_size(const void* p) const { return state_->block_size(p); }
 bool pool::owns(const void* p) const noexcept { return state_->owns(p); }
 std::size_t pool::trim() { return state_->trim(); }

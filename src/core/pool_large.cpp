@@ -152,6 +152,7 @@ void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_r
     }
     size = b->size;
     token_set tokens = std::move(b->tokens);  // recorded uses, if any
+    resolve_at_free(tokens);
     // Poison only behind every recorded use (see deallocate_chunk).
     if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
       s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));

@@ -519,7 +519,10 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   }
   const std::size_t cls = sl.size_class;
   token_set tokens;
-  if (old == chunk_live_with_uses) tokens = take_uses(p);
+  if (old == chunk_live_with_uses) {
+    tokens = take_uses(p);
+    resolve_at_free(tokens);
+  }
   // Poison only behind every recorded use: a fill on s while another stream's declared use may
   // still run would itself be the unordered write the checking mode exists to catch.
   if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {

@@ -84,6 +84,13 @@ using token_set = std::vector<token>;
 /// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
 void merge_token(token_set& set, const token& t);
 
+/// At a free: each use declared ahead of its work (token::at_free) becomes its timeline's point
+/// now, so that the free waits for everything that stream queued until it.
+inline void resolve_at_free(token_set& set) {
+  for (token& t : set)
+    if (t.at == token::at_free) t.at = t.line->current();
+}
+
 /// Every token is complete (memory may go back to the upstream, or be remapped).
 [[nodiscard]] inline bool all_complete(const token_set& tokens) {
   return std::all_of(tokens.begin(), tokens.end(),

@@ -204,6 +204,40 @@ TYPED_TEST_P(PoolConformance, RecordUseOrdersReuse) {
   this->expect_balanced(p, {});
 }
 
+// record_use with a stream, declared before the work that reads the block (PyTorch's
+// record_stream, as data loaders call it): the free waits for what that stream queued until the
+// free, not only until the declaration.
+TYPED_TEST_P(PoolConformance, RecordUseAheadOfTheWorkOrdersReuse) {
+  pool p(this->dev());
+  stream s1(this->dev()), s2(this->dev()), s3(this->dev());
+  constexpr std::size_t n = 2u << 20;
+  void* busy = p.allocate(s2, TypeParam::busy_bytes);
+  for (const std::size_t bytes : {n, std::size_t{1024}}) {  // a large block, then a small one
+    void* a = p.allocate(s1, bytes);
+    fill_bytes(s1, a, bytes, 0x66);
+    s2.ref().wait(s1.ref().now());
+    p.record_use(a, s2);  // before the read is queued
+    // A marker on s2 between the declaration and the read (another stream waiting for s2, or
+    // the pool's own markers): the read then lies beyond the point current at the declaration.
+    s1.ref().wait(s2.ref().now());
+    (void)make_busy(s2, busy, TypeParam::busy_bytes);
+    std::vector<std::uint8_t> host(bytes);
+    s2.ref().submit(command::make(copy_command{host.data(), a, bytes, false, true}));
+    p.deallocate(s1, a);
+    void* b = p.allocate(s3, bytes);
+    if (bytes == n) {
+      EXPECT_EQ(a, b);  // the small one may come back fresh instead
+    }
+    fill_bytes(s3, b, bytes, 0x77);  // must not overtake s2's read
+    s2.synchronize();
+    EXPECT_EQ(first_mismatch(host, 0x66), -1) << bytes << " bytes";
+    EXPECT_EQ(first_mismatch(read_bytes(s3, b, bytes), 0x77), -1) << bytes << " bytes";
+    p.deallocate(s3, b);
+  }
+  p.deallocate(s2, busy);
+  this->expect_balanced(p, {});
+}
+
 TYPED_TEST_P(PoolConformance, TrimReturnsEverything) {
   pool p(this->dev());
   std::optional<std::size_t> upstream_before = TypeParam::upstream_bytes(this->dev());
@@ -408,7 +442,8 @@ TYPED_TEST_P(PoolConformance, StatisticsBalance) {
 REGISTER_TYPED_TEST_SUITE_P(PoolConformance, AllocateFreeSizesAndAlignment,
                             SameStreamReuseIsImmediate, CrossStreamReuseIsOrdered,
                             DeallocateWithTokensAfterStreamDestroyed, RecordUseOrdersReuse,
-                            TrimReturnsEverything, MemoryLimitReclaimHookAndOutOfMemory,
+                            RecordUseAheadOfTheWorkOrdersReuse, TrimReturnsEverything,
+                            MemoryLimitReclaimHookAndOutOfMemory,
                             BadInputThrowsAndLeavesPoolConsistent, StatisticsBalance,
                             SizeZeroGivesUniqueBlocks);
 
