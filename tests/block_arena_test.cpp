@@ -32,9 +32,11 @@ arena_block* place(block_arena& a, std::size_t n) {
   std::vector<arena_block*> holes;
   for (arena_block* p : w->pieces)
     if (p->state == block_state::unmapped) holes.push_back(p);
-  arena_block* holder = w->pieces.front();
   for (std::size_t i = 0; i < runs.size(); ++i)
-    holder = a.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+    a.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+  // The window's pieces may have stayed apart (keep_streams_apart): one block, as the pool does.
+  arena_block* holder =
+      a.join(block_arena::block_at(*w->pieces.front()->range, w->start), w->start + n);
   return a.take(holder, w->start, n);
 }
 
@@ -105,6 +107,62 @@ TEST(BlockArena, FreedNeighboursCoalesceWithTheUnionOfTheirTokens) {
   EXPECT_NE(block_arena::sole_free_block(*a.ranges().front()), nullptr);
 }
 
+// keep_streams_apart (the virtual-memory path): a block freed on one stream is not fused with a
+// neighbour that another stream's pending work still holds, so that it stays ready for its own
+// stream; they merge once the work is known complete, or when the pool forces it.
+TEST(BlockArena, PendingBlocksOfDifferentStreamsStayApartUntilComplete) {
+  sp::device d(sp::make_host_backend());
+  sp::stream s1(d), s2(d);
+  block_arena a(g, /*keep_streams_apart=*/true);
+  a.add_range(base, range_size, block_state::mapped, nullptr);
+  arena_block* x = a.take(*a.mapped_free().begin(), base, g);
+  arena_block* y = a.take(*a.mapped_free().begin(), base + g, g);
+  arena_block* z = a.take(*a.mapped_free().begin(), base + 2 * g, g);
+  a.release(x, {s1.ref().now()});  // pending: no marker was recorded yet
+  a.release(y, {s2.ref().now()});
+  a.check();
+  EXPECT_EQ(a.mapped_free().size(), 3u);  // x, y, and the rest after z
+  EXPECT_EQ(a.coalesce(/*force=*/false), 0u);
+  // The same stream's neighbour merges, and so does memory with no tokens.
+  arena_block* yz = a.release(z, {s2.ref().now()});
+  a.check();
+  EXPECT_EQ(yz->start, base + g);
+  EXPECT_EQ(yz->end(), base + range_size);
+  EXPECT_EQ(a.mapped_free().size(), 2u);
+  // s1's work completes: only s2's is pending now, so x and the rest may merge.
+  s1.synchronize();
+  EXPECT_EQ(a.coalesce(/*force=*/false), 1u);
+  a.check();
+  ASSERT_EQ(a.mapped_free().size(), 1u);
+  EXPECT_NE(block_arena::sole_free_block(*a.ranges().front()), nullptr);
+}
+
+TEST(BlockArena, ForcedCoalescingAndJoinWaitForBothStreams) {
+  sp::device d(sp::make_host_backend());
+  sp::stream s1(d), s2(d);
+  for (const bool use_join : {false, true}) {
+    block_arena a(g, /*keep_streams_apart=*/true);
+    a.add_range(base, 4 * g, block_state::mapped, nullptr);
+    arena_block* x = a.take(*a.mapped_free().begin(), base, g);
+    arena_block* y = a.take(*a.mapped_free().begin(), base + g, 3 * g);
+    a.release(x, {s1.ref().now()});
+    a.release(y, {s2.ref().now()});
+    ASSERT_EQ(a.mapped_free().size(), 2u);
+    arena_block* merged = nullptr;
+    if (use_join) {
+      merged = a.join(block_arena::block_at(*a.ranges().front(), base), base + 2 * g);
+    } else {
+      EXPECT_EQ(a.coalesce(/*force=*/true), 1u);
+      merged = *a.mapped_free().begin();
+    }
+    a.check();
+    ASSERT_EQ(a.mapped_free().size(), 1u);
+    EXPECT_EQ(merged->start, base);
+    EXPECT_EQ(merged->size, 4 * g);
+    EXPECT_EQ(merged->tokens.size(), 2u);  // reuse waits for both streams
+  }
+}
+
 TEST(BlockArena, UnmappingAHoleMergesWithUnmappedNeighboursAndDropsTokens) {
   sp::device d(sp::make_host_backend());
   sp::stream s(d);
@@ -162,11 +220,17 @@ TEST(BlockArena, AWindowThatNeedsNoWaitIsPreferred) {
   EXPECT_EQ(w2->map_granules, 1u);
 }
 
-TEST(BlockArena, RandomOperationsKeepTheInvariantsAndNeverOverlap) {
+class BlockArenaRandom : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BlockArenaRandom, OperationsKeepTheInvariantsAndNeverOverlap) {
   // Random takes, frees and unmaps, checked against a shadow of every live block and of which
-  // granules the arena says are mapped.
+  // granules the arena says are mapped. With keep_streams_apart, frees carry tokens of three
+  // streams (pending until a stream synchronises), and coalescing runs now and then.
+  const bool apart = GetParam();
+  sp::device d(sp::make_host_backend());
+  sp::stream streams[3] = {sp::stream(d), sp::stream(d), sp::stream(d)};
   std::mt19937_64 rng(7);
-  block_arena a(g);
+  block_arena a(g, apart);
   a.add_range(base, 4096 * g, block_state::unmapped, nullptr);
   std::map<std::uintptr_t, std::size_t> live;  // start -> size
   for (int step = 0; step < 4000; ++step) {
@@ -196,8 +260,12 @@ TEST(BlockArena, RandomOperationsKeepTheInvariantsAndNeverOverlap) {
       std::advance(it, static_cast<long>(rng() % live.size()));
       arena_block* b = a.find_live(it->first);
       ASSERT_NE(b, nullptr);
-      a.release(b, {});
+      const std::size_t k = rng() % 4;
+      a.release(b, apart && k < 3 ? sp::detail::token_set{streams[k].ref().now()}
+                                  : sp::detail::token_set{});
       live.erase(it);
+      if (apart && rng() % 50 == 0) streams[rng() % 3].synchronize();
+      if (apart && rng() % 20 == 0) a.coalesce(/*force=*/rng() % 2 == 0);
     } else if (!a.mapped_free().empty()) {
       // Unmap the whole-granule interior of a random free mapped block.
       auto it = a.mapped_free().begin();
@@ -221,3 +289,8 @@ TEST(BlockArena, RandomOperationsKeepTheInvariantsAndNeverOverlap) {
   }
   EXPECT_EQ(a.live_count(), live.size());
 }
+
+INSTANTIATE_TEST_SUITE_P(BlockArena, BlockArenaRandom, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("StreamsApart") : std::string("MergeAll");
+                         });

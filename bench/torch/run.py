@@ -70,14 +70,14 @@ def report(workload, runs):
     lines = [f"\n### {workload}\n"]
     if server:
         lines.append("| allocator | items/s, median (rounds) | vs native | vs cudaMallocAsync | "
-                     "peak reserved MiB (max) | upstream calls / item | host waits / item | "
-                     "device waits / item | tokens |")
+                     "peak reserved MiB (max) | upstream calls / item | upstream calls / step "
+                     "after step 3 (rounds) | host waits / item | device waits / item | tokens |")
     else:
         lines.append("| allocator | median step ms (rounds) | min ms | vs native | vs cudaMallocAsync "
                      "| host CPU ms / step | peak reserved MiB (max) | upstream calls / step | "
                      "host waits / step | losses |")
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|" if not server else
-                 "|---|---|---:|---:|---:|---:|---:|---:|---|")
+                 "|---|---|---:|---:|---:|---:|---|---:|---:|---|")
     native = by.get("native", [])
     for a in ALLOCATORS:
         rs = by[a]
@@ -96,10 +96,16 @@ def report(workload, runs):
                    if by.get("async") else None)
             same = all(r["tokens"] == native[0]["tokens"] for r in rs) if native else None
             dwaits = mean_of(per_steps, "device_waits")
+            # The steady-state target: no driver call per step after step 3 (warm-up included;
+            # a step is one batch per worker). Per round: the mean over those steps.
+            late = [statistics.mean(r["calls_by_step"][4:]) for r in rs
+                    if len(r.get("calls_by_step", [])) > 4]
             lines.append(
                 f"| {NAMES[a]} | {m:.1f} ({', '.join(f'{x:.1f}' for x in ips)}) | "
                 f"{fmt(m / nat if nat else None, '.3f')} | {fmt(m / asy if asy else None, '.3f')} | "
-                f"{peak:,.0f} | {fmt(calls)} | {fmt(waits)} | {fmt(dwaits)} | "
+                f"{peak:,.0f} | {fmt(calls)} | "
+                f"{', '.join(f'{x:.2f}' for x in late) if late else 'n/a'} | "
+                f"{fmt(waits)} | {fmt(dwaits)} | "
                 f"{'identical' if same else 'DIFFER' if same is False else 'n/a'} |")
             continue
         rounds = ", ".join(f"{statistics.median(r['step_ms']):.2f}" for r in rs)

@@ -175,10 +175,16 @@ def server():
     work = [queue.Queue(maxsize=2) for _ in range(workers)]
     done_times = [0.0] * total
     errors = []
+    # Counters when the loader queues each step's first batch (a step: one batch per worker), so
+    # that a steady state that still calls the driver shows step by step.
+    step_counters = []
 
     def loader():
         try:
             for i in range(total):
+                if i % workers == 0:
+                    trace_phase(f"step {i // workers} begin")
+                    step_counters.append(COUNTERS.read())
                 with torch.cuda.stream(loader_stream):
                     x = inputs[i % len(inputs)].to("cuda", non_blocking=True)
                     ready = torch.cuda.Event()
@@ -248,7 +254,11 @@ def server():
     timed = ARGS.steps * workers
     per_step = [{k: (after[k] - before[k]) / timed for k in after}]
     out_tokens = [t.cpu().tolist() for t in tokens]
-    return [elapsed * 1e3 / timed], per_step, {"items_per_s": timed / elapsed, "tokens": out_tokens}
+    step_counters.append(after)
+    calls_by_step = [b["upstream_calls"] - a["upstream_calls"]
+                     for a, b in zip(step_counters, step_counters[1:]) if "upstream_calls" in a]
+    return [elapsed * 1e3 / timed], per_step, {"items_per_s": timed / elapsed, "tokens": out_tokens,
+                                               "calls_by_step": calls_by_step}
 
 
 def main():

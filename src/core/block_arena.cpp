@@ -31,7 +31,8 @@ void merge_token(token_set& set, const token& t) {
   set.push_back(t);
 }
 
-block_arena::block_arena(std::size_t granularity) : granularity_(granularity) {
+block_arena::block_arena(std::size_t granularity, bool keep_streams_apart)
+    : granularity_(granularity), keep_streams_apart_(keep_streams_apart) {
   STREAMPOOL_EXPECTS(granularity != 0 && (granularity & (granularity - 1)) == 0,
                      format("block arena: granularity %zu is not a power of two", granularity));
 }
@@ -110,19 +111,39 @@ arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
   return right;
 }
 
+void block_arena::absorb(arena_block* left, arena_block* right) {
+  for (const token& t : right->tokens) merge_token(left->tokens, t);
+  left->size += right->size;
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  delete right;
+}
+
+bool block_arena::may_merge(const arena_block& a, const arena_block& b) const noexcept {
+  if (a.state != b.state || !a.is_free()) return false;
+  if (a.state == block_state::unmapped || !keep_streams_apart_) return true;
+  // The work not yet known complete must be on one timeline at most. completed() only: no
+  // marker is queried here (frees take this path).
+  const timeline* pending = nullptr;
+  for (const token_set* set : {&a.tokens, &b.tokens}) {
+    for (const token& t : *set) {
+      if (t.line->completed() >= t.at) continue;
+      if (pending == nullptr) {
+        pending = t.line.get();
+      } else if (pending != t.line.get()) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 arena_block* block_arena::merge_and_index(arena_block* b) {
-  auto absorb = [](arena_block* left, arena_block* right) {
-    for (const token& t : right->tokens) merge_token(left->tokens, t);
-    left->size += right->size;
-    left->next = right->next;
-    if (right->next != nullptr) right->next->prev = left;
-    delete right;
-  };
-  if (b->next != nullptr && b->next->state == b->state) {
+  if (b->next != nullptr && may_merge(*b, *b->next)) {
     unindex(b->next);
     absorb(b, b->next);
   }
-  if (b->prev != nullptr && b->prev->state == b->state) {
+  if (b->prev != nullptr && may_merge(*b->prev, *b)) {
     arena_block* left = b->prev;
     unindex(left);
     absorb(left, b);
@@ -173,6 +194,39 @@ arena_block* block_arena::change_state(arena_block* b, std::uintptr_t from, std:
   b->state = state;
   b->tokens.clear();
   return merge_and_index(b);
+}
+
+std::size_t block_arena::coalesce(bool force) {
+  std::vector<arena_block*> lefts;  // mapped blocks followed by a mapped block, in no order
+  for (arena_block* b : mapped_)
+    if (b->next != nullptr && b->next->state == block_state::mapped) lefts.push_back(b);
+  std::sort(lefts.begin(), lefts.end(), by_start{});
+  std::size_t merges = 0;
+  // Right to left, so that a block merged away is never visited after.
+  for (auto it = lefts.rbegin(); it != lefts.rend(); ++it) {
+    arena_block* left = *it;
+    arena_block* right = left->next;
+    if (!force && !may_merge(*left, *right)) continue;
+    unindex(left);
+    unindex(right);
+    absorb(left, right);
+    index(left);
+    ++merges;
+  }
+  return merges;
+}
+
+arena_block* block_arena::join(arena_block* b, std::uintptr_t to) {
+  STREAMPOOL_ASSERT(b->state == block_state::mapped);
+  while (b->end() < to) {
+    arena_block* right = b->next;
+    STREAMPOOL_ASSERT(right != nullptr && right->state == block_state::mapped);
+    unindex(b);
+    unindex(right);
+    absorb(b, right);
+    index(b);
+  }
+  return b;
 }
 
 arena_block* block_arena::find_live(std::uintptr_t p) const noexcept {
@@ -254,8 +308,11 @@ void block_arena::check() const {
       if (b->prev != prev) broken("broken prev link", *b);
       if (b->start != at || b->size == 0) broken("blocks do not tile the range", *b);
       at = b->end();
-      if (prev != nullptr && prev->is_free() && prev->state == b->state)
-        broken("two adjacent free blocks in the same state", *b);
+      if (prev != nullptr && prev->is_free() && prev->state == b->state &&
+          (b->state == block_state::unmapped || !keep_streams_apart_ ||
+           (prev->tokens.empty() && b->tokens.empty()))) {
+        broken("two adjacent free blocks in the same state that should have merged", *b);
+      }
       switch (b->state) {
         case block_state::live:
           ++live;

@@ -14,8 +14,13 @@
 //
 // Invariants (check() verifies them; the white-box tests call it after every step):
 //   - the blocks of a range tile it exactly, in address order, through prev/next;
-//   - no two adjacent free blocks are in the same state: every change merges them, so a free
-//     block's neighbours are live blocks or free blocks of the other state;
+//   - no two adjacent unmapped blocks: every change merges them;
+//   - adjacent mapped blocks merge too, except (with `keep_streams_apart`) while their work not
+//     known complete is on two or more timelines: a stream's freed block then stays its own,
+//     ready for it with no wait, instead of being fused with another stream's pending block into
+//     one that every stream must wait for. Two such neighbours never both lack tokens; they
+//     merge once their work is known complete (coalesce()), or when the pool asks
+//     (coalesce(force), join());
 //   - unmapped blocks start and end on granule boundaries and carry no tokens;
 //   - a mapped block's tokens hold at most one token per timeline (the latest point), merged as a
 //     union when blocks coalesce.
@@ -65,7 +70,9 @@ struct arena_range {
 class block_arena {
  public:
   /// `granularity`: the unit in which memory is mapped and unmapped (a power of two).
-  explicit block_arena(std::size_t granularity);
+  /// `keep_streams_apart`: do not merge mapped neighbours whose pending work is on different
+  /// timelines (see the invariants); false merges every free neighbour.
+  explicit block_arena(std::size_t granularity, bool keep_streams_apart = false);
   block_arena(const block_arena&) = delete;
   block_arena& operator=(const block_arena&) = delete;
   ~block_arena();
@@ -94,6 +101,14 @@ class block_arena {
   /// holds [from, to).
   arena_block* change_state(arena_block* b, std::uintptr_t from, std::uintptr_t to,
                             block_state state);
+
+  /// Merges adjacent mapped free blocks that may merge now (their pending work has completed
+  /// meanwhile), or, with `force`, every adjacent pair (token union: the merged block waits for
+  /// both). Returns the number of merges.
+  std::size_t coalesce(bool force);
+  /// Merges the consecutive mapped free blocks from `b` up to address `to` into one (token
+  /// union); they must all be mapped and free. Returns the merged block.
+  arena_block* join(arena_block* b, std::uintptr_t to);
 
   [[nodiscard]] arena_block* find_live(std::uintptr_t p) const noexcept;
   /// The block of `r` that holds address a (a walk through the range: for rare paths).
@@ -157,8 +172,13 @@ class block_arena {
   static arena_block* split(arena_block* b, std::uintptr_t at);
   /// Merges the unindexed free block b with neighbours in its state, indexes the result.
   arena_block* merge_and_index(arena_block* b);
+  /// True when the adjacent free blocks a and b (same state) may be merged now.
+  [[nodiscard]] bool may_merge(const arena_block& a, const arena_block& b) const noexcept;
+  /// right (the next block after left, both free and unindexed) into left.
+  static void absorb(arena_block* left, arena_block* right);
 
   const std::size_t granularity_;
+  const bool keep_streams_apart_;
   std::vector<std::unique_ptr<arena_range>> ranges_;
   std::set<arena_block*, by_size> mapped_;
   std::set<arena_block*, by_start> unmapped_;

@@ -418,6 +418,10 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
   std::vector<native_physical> handles;
   {
     std::lock_guard lock(large_mu_);
+    // Pieces kept apart while different streams' work on them was pending: what has completed
+    // merges first, so that whole granules across their boundaries go back too.
+    for (arena_block* b : arena_.mapped_free()) (void)all_complete(b->tokens);  // polls markers
+    arena_.coalesce(/*force=*/false);
     const std::size_t want = (bytes - released) / g;
     runs = complete_free_granules(want == 0 ? 1 : want, 0, 0);
     handles = detach_granules(runs);
@@ -457,6 +461,9 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
     if (void* p = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return p;
     {
       std::unique_lock lock(large_mu_);
+      // Neighbours kept apart while their streams' work was pending merge once it is known
+      // complete: whole granules under them become remappable, and windows larger.
+      arena_.coalesce(/*force=*/false);
       std::optional<block_arena::window> w = arena_.best_window(size, ready);
       if (!w) {
         lock.unlock();
@@ -504,6 +511,18 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
           // that growth; a wait couples the two streams, so it is taken only here.
           lock.unlock();
           if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) return p;
+          // Neighbours kept apart because different streams' work on them is pending may fit
+          // together; merged, the block waits for both. Worth it only against real growth.
+          bool merged = false;
+          {
+            const std::lock_guard relock(large_mu_);
+            merged = arena_.coalesce(/*force=*/true) > 0;
+          }
+          if (merged) {
+            if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) {
+              return p;
+            }
+          }
           // More than the device holds, with what is reserved already, cannot be created: fail
           // before creating any (the reclaim ladder trims and retries), instead of taking the
           // whole device until the driver refuses.
@@ -535,19 +554,22 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       std::vector<arena_block*> holes;
       for (arena_block* p : w->pieces)
         if (p->state == block_state::unmapped) holes.push_back(p);
-      arena_block* holder = nullptr;
+      const arena_range* range = w->pieces.front()->range;
       for (std::size_t i = 0; i < runs.size(); ++i) {
-        holder = arena_.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+        arena_block* mapped =
+            arena_.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
         targets.push_back(
-            {static_cast<large_range*>(holder->range->owner), runs[i].first, runs[i].second});
+            {static_cast<large_range*>(mapped->range->owner), runs[i].first, runs[i].second});
       }
-      if (holder == nullptr) holder = w->pieces.front();  // a pending window over mapped memory
       // Until the device has mapped them, the new granules must be out of everyone's reach, also
       // their parts outside the window (the arena already calls them mapped): the whole extent
-      // is taken live now, and what lies around the window is freed once it is mapped.
+      // is taken live now, and what lies around the window is freed once it is mapped. Its
+      // pieces may have stayed apart (pending work of different streams): joined, the block
+      // waits for all of them.
       extent_lo = targets.empty() ? window_start : std::min(window_start, targets.front().from);
       extent_hi =
           targets.empty() ? window_start + size : std::max(window_start + size, targets.back().to);
+      arena_block* holder = arena_.join(block_arena::block_at(*range, extent_lo), extent_hi);
       STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
       waits = holder->tokens;
       b = arena_.take(holder, extent_lo, extent_hi - extent_lo);

@@ -46,7 +46,8 @@ pool_state::pool_state(device d, pool_options options)
       options_(options),
       limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
       virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
-      arena_(virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity),
+      arena_(virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity,
+             /*keep_streams_apart=*/virtual_large_),
       slab_pages_(backend_->caps().granularity) {
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,

@@ -3,6 +3,7 @@
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
 //          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] [--quiet-after K]
+//          [--lag N]
 //          TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
@@ -33,12 +34,18 @@
 // phase after the K-th (phases counted from 0; CI's check of the large-block policy: a steady state
 // makes no driver call).
 //
+// --lag N: the host backends complete a marker N events after it was recorded, not at once
+// (lagged_backend.hpp: a GPU runs behind the threads that queue its work). Without it, memory a
+// stream freed is known complete to the others as soon as anyone asks, so the replay shows no
+// device waits and none of the growth that waiting for completion causes.
+//
 // Exit status: 0 when every replay completed, balanced afterwards (live 0) and met the limits,
 // 1 on any failure, 2 on bad arguments, 77 when the trace file does not exist (a test skips).
 #include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -56,6 +63,7 @@
 #include <zlib.h>
 #endif
 
+#include "lagged_backend.hpp"
 #include "streampool/host.hpp"
 #include "streampool/streampool.hpp"
 #ifdef STREAMPOOL_HAVE_CUDA_BACKEND
@@ -63,6 +71,9 @@
 #endif
 
 namespace {
+
+/// The replay's clock for --lag: the index of the event being replayed.
+std::atomic<std::uint64_t> event_clock{0};
 
 enum class action : std::uint8_t { alloc, free };
 
@@ -321,6 +332,7 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
       ++next_phase;
     }
     const event& e = t.events[i];
+    event_clock.store(i, std::memory_order_relaxed);
     if (e.what == action::alloc) {
       stream* s = streams.at(e.stream).get();
       void* q = p.allocate(*s, e.size);
@@ -349,7 +361,8 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   char note[512];
   std::snprintf(note, sizeof note,
                 "granularity %zu KiB, %s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
-                "create, %llu map, %llu unmap, %llu release; %llu host waits; %zu blocks live at "
+                "create, %llu map, %llu unmap, %llu release; %llu host waits, %llu device waits; "
+                "%zu blocks live at "
                 "the end",
                 dev.get_backend().caps().granularity >> 10,
                 dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
@@ -360,7 +373,8 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
                 static_cast<unsigned long long>(st.upstream_maps),
                 static_cast<unsigned long long>(st.upstream_unmaps),
                 static_cast<unsigned long long>(st.upstream_releases),
-                static_cast<unsigned long long>(st.host_waits), live.size());
+                static_cast<unsigned long long>(st.host_waits),
+                static_cast<unsigned long long>(st.device_waits), live.size());
   r.note = note;
   // Free what the trace never freed, then check that the pool balances.
   for (auto& [id, b] : live) p.deallocate(*b.s, b.p);
@@ -380,7 +394,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
                "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-               "[--quiet-after K] TRACE[.gz]\n");
+               "[--quiet-after K] [--lag N] TRACE[.gz]\n");
   return 2;
 }
 
@@ -391,6 +405,7 @@ double mib(std::size_t b) { return static_cast<double>(b) / (1 << 20); }
 int main(int argc, char** argv) {
   std::vector<std::string> backends;
   std::size_t granularity = std::size_t{2} << 20;
+  std::uint64_t lag = 0;
   std::size_t vm_granularity = std::size_t{8} << 20;
   double max_ratio = 0;
   long long max_host_waits = -1;
@@ -410,6 +425,8 @@ int main(int argc, char** argv) {
       max_host_waits = std::strtoll(argv[++i], nullptr, 10);
     } else if (a == "--quiet-after" && i + 1 < argc) {
       quiet_after = std::strtoll(argv[++i], nullptr, 10);
+    } else if (a == "--lag" && i + 1 < argc) {
+      lag = std::strtoull(argv[++i], nullptr, 10);
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
       return usage();
     } else {
@@ -449,7 +466,12 @@ int main(int argc, char** argv) {
         o.granularity = granularity;
         o.vm_granularity = std::max(vm_granularity, granularity);
         o.virtual_memory = b == "host";
-        results.push_back(replay_pool(t, streampool::device(streampool::make_host_backend(o)),
+        std::shared_ptr<streampool::backend> be = streampool::make_host_backend(o);
+        if (lag != 0) {
+          be = std::make_shared<streampool::replay::lagged_backend>(std::move(be), event_clock,
+                                                                    lag);
+        }
+        results.push_back(replay_pool(t, streampool::device(std::move(be)),
                                       b == "host" ? "streampool (host backend)"
                                                   : "streampool (host backend, segments)"));
       } else if (b == "cuda") {
