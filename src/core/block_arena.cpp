@@ -200,11 +200,11 @@ std::size_t block_arena::coalesce(bool force) {
   std::vector<arena_block*> lefts;  // mapped blocks followed by a mapped block, in no order
   for (arena_block* b : mapped_)
     if (b->next != nullptr && b->next->state == block_state::mapped) lefts.push_back(b);
-  std::sort(lefts.begin(), lefts.end(), by_start{});
+  // Right to left (descending start), so that a block merged away is never visited after.
+  std::sort(lefts.begin(), lefts.end(),
+            [](const arena_block* x, const arena_block* y) { return x->start > y->start; });
   std::size_t merges = 0;
-  // Right to left, so that a block merged away is never visited after.
-  for (auto it = lefts.rbegin(); it != lefts.rend(); ++it) {
-    arena_block* left = *it;
+  for (arena_block* left : lefts) {
     arena_block* right = left->next;
     if (!force && !may_merge(*left, *right)) continue;
     unindex(left);
