@@ -24,6 +24,15 @@ N = 1 << 22
 SLEEP = 5_000_000  # cycles: a few milliseconds, far longer than the next allocation takes
 
 
+def reuse_on(a):
+    """Allocates x's size again on the producer stream and overwrites it (the reuse under test),
+    then waits for everything."""
+    with torch.cuda.stream(a):
+        z = torch.full((N,), 7.0, device="cuda")
+    torch.cuda.synchronize()
+    del z
+
+
 def pattern(record=True):
     a, b = torch.cuda.Stream(), torch.cuda.Stream()
     with torch.cuda.stream(a):
@@ -35,10 +44,7 @@ def pattern(record=True):
         if record:
             x.record_stream(b)
     del x
-    with torch.cuda.stream(a):
-        z = torch.full((N,), 7.0, device="cuda")
-    torch.cuda.synchronize()
-    del z
+    reuse_on(a)
     return bool((y == 2.0).all())
 
 
@@ -57,10 +63,7 @@ def recorded_before_use():
         torch.cuda._sleep(SLEEP)
         y = x * 2.0
     del x
-    with torch.cuda.stream(a):
-        z = torch.full((N,), 7.0, device="cuda")
-    torch.cuda.synchronize()
-    del z
+    reuse_on(a)
     return bool((y == 2.0).all())
 
 
@@ -77,10 +80,7 @@ def several_consumers():
             ys.append(x * 2.0)
             x.record_stream(c)
     del x
-    with torch.cuda.stream(a):
-        z = torch.full((N,), 7.0, device="cuda")
-    torch.cuda.synchronize()
-    del z
+    reuse_on(a)
     return all(bool((y == 2.0).all()) for y in ys)
 
 
@@ -101,10 +101,7 @@ def freed_on_another_thread():
     t = threading.Thread(target=consumer)
     t.start()
     t.join()
-    with torch.cuda.stream(a):
-        z = torch.full((N,), 7.0, device="cuda")
-    torch.cuda.synchronize()
-    del z
+    reuse_on(a)
     return bool((out[0] == 2.0).all())
 
 
