@@ -175,16 +175,14 @@ def server():
     work = [queue.Queue(maxsize=2) for _ in range(workers)]
     done_times = [0.0] * total
     errors = []
-    # Counters when the loader queues each step's first batch (a step: one batch per worker), so
-    # that a steady state that still calls the driver shows step by step.
+    # Counters when worker 0 starts each step's first batch (a step: one batch per worker), so
+    # that a steady state that still calls the driver shows step by step. (Not when the loader
+    # queues it: the loader runs up to three steps ahead of the workers.)
     step_counters = []
 
     def loader():
         try:
             for i in range(total):
-                if i % workers == 0:
-                    trace_phase(f"step {i // workers} begin")
-                    step_counters.append(COUNTERS.read())
                 with torch.cuda.stream(loader_stream):
                     x = inputs[i % len(inputs)].to("cuda", non_blocking=True)
                     ready = torch.cuda.Event()
@@ -210,6 +208,9 @@ def server():
                     if item is None:
                         return
                     i, x, ready = item
+                    if k == 0:  # batch i goes to worker i % workers
+                        trace_phase(f"step {i // workers} begin")
+                        step_counters.append(COUNTERS.read())
                     s.wait_event(ready)
                     x.record_stream(s)  # x was made on the loader's stream
                     logits = models[k](x).logits
