@@ -7,7 +7,8 @@
 // models that gap with the replay's own clock (the event count): a marker recorded at event i is
 // complete from event i + lag on, never earlier. Deterministic, so a replay with a lag reproduces
 // itself; and it shows what a replay without one hides: device waits (reuse of another stream's
-// memory that is not yet known complete) and the growth that lag causes.
+// memory that is not yet known complete) and the growth that lag causes. For a replay only: it
+// drops device-side waits (no work is submitted for them to order).
 #pragma once
 
 #include <atomic>

@@ -35,7 +35,9 @@
 // makes no driver call).
 //
 // --lag N: the host backends complete a marker N events after it was recorded, not at once
-// (lagged_backend.hpp: a GPU runs behind the threads that queue its work). Without it, memory a
+// (lagged_backend.hpp: a GPU runs behind the threads that queue its work; default 0). The host
+// backends always run under the lagged backend, which drops device-side waits (a replay submits
+// no work), so that a replay never depends on thread timing. Without it, memory a
 // stream freed is known complete to the others as soon as anyone asks, so the replay shows no
 // device waits and none of the growth that waiting for completion causes.
 //
@@ -466,11 +468,10 @@ int main(int argc, char** argv) {
         o.granularity = granularity;
         o.vm_granularity = std::max(vm_granularity, granularity);
         o.virtual_memory = b == "host";
-        std::shared_ptr<streampool::backend> be = streampool::make_host_backend(o);
-        if (lag != 0) {
-          be = std::make_shared<streampool::replay::lagged_backend>(std::move(be), event_clock,
-                                                                    lag);
-        }
+        // Always through the lagged backend, also with lag 0: it drops device-side waits, which
+        // would otherwise make a host queue busy and the replay depend on thread timing.
+        std::shared_ptr<streampool::backend> be = std::make_shared<streampool::replay::lagged_backend>(
+            streampool::make_host_backend(o), event_clock, lag);
         results.push_back(replay_pool(t, streampool::device(std::move(be)),
                                       b == "host" ? "streampool (host backend)"
                                                   : "streampool (host backend, segments)"));
