@@ -470,9 +470,9 @@ int main(int argc, char** argv) {
         o.virtual_memory = b == "host";
         // Always through the lagged backend, also with lag 0: it drops device-side waits, which
         // would otherwise make a host queue busy and the replay depend on thread timing.
-        std::shared_ptr<streampool::backend> be = std::make_shared<streampool::replay::lagged_backend>(
+        auto lagged = std::make_shared<streampool::replay::lagged_backend>(
             streampool::make_host_backend(o), event_clock, lag);
-        results.push_back(replay_pool(t, streampool::device(std::move(be)),
+        results.push_back(replay_pool(t, streampool::device(std::move(lagged)),
                                       b == "host" ? "streampool (host backend)"
                                                   : "streampool (host backend, segments)"));
       } else if (b == "cuda") {
