@@ -32,11 +32,6 @@ bool owned_by(const token_set& tokens, const timeline* on) {
                      [&](const token& t) { return t.line.get() == on; });
 }
 
-void* to_ptr(std::uintptr_t a) {
-  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
-}
-std::uintptr_t to_addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
 /// How often a stream that frees large blocks records a marker: every 32nd large free, after
 /// 256 MiB freed, and at a single free of 64 MiB or more. Often enough that memory freed a little
 /// earlier is seen complete (by other streams, and for remapping), rarely enough that markers cost

@@ -84,6 +84,14 @@ using token_set = std::vector<token>;
 /// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
 void merge_token(token_set& set, const token& t);
 
+/// Addresses as integers, which the block arena and the slab pages compute with, and back.
+[[nodiscard]] inline void* to_ptr(std::uintptr_t a) noexcept {
+  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
+}
+[[nodiscard]] inline std::uintptr_t to_addr(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
+
 /// At a free: each use declared ahead of its work (token::at_free) becomes its timeline's point
 /// now, so that the free waits for everything that stream queued until it.
 inline void resolve_at_free(token_set& set) {

@@ -1,6 +1,7 @@
 // streampool: slab pages (slab_pages.hpp).
 #include "slab_pages.hpp"
 
+#include "segment.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::detail {
@@ -9,10 +10,6 @@ namespace {
 std::uint64_t run_mask(std::size_t first, std::size_t n) noexcept {
   const std::uint64_t ones = n >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << n) - 1;
   return ones << first;
-}
-
-void* to_ptr(std::uintptr_t a) {
-  return reinterpret_cast<void*>(a);  // NOLINT(performance-no-int-to-ptr)
 }
 
 }  // namespace
