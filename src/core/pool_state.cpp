@@ -38,7 +38,7 @@ std::size_t env_limit(const backend& b) {
 
 }  // namespace
 
-pool_state::pool_state(device d, pool_options options)
+pool_state::pool_state(const device& d, pool_options options)
     : id_(next_pool_id.fetch_add(1)),
       device_(d.state()),
       device_id_(d.id()),

@@ -41,7 +41,7 @@ struct device_state;
 
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
-  pool_state(device d, pool_options options);
+  pool_state(const device& d, pool_options options);
   pool_state(const pool_state&) = delete;
   pool_state& operator=(const pool_state&) = delete;
   ~pool_state();
@@ -234,13 +234,13 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // Threads between reserving upstream memory in grow() and publishing the new segment.
   std::atomic<int> growing_{0};
   struct growing_scope {
-    explicit growing_scope(std::atomic<int>& n) : n_(n) {
-      n_.fetch_add(1, std::memory_order_relaxed);
+    explicit growing_scope(std::atomic<int>& n) : count(n) {
+      count.fetch_add(1, std::memory_order_relaxed);
     }
-    ~growing_scope() { n_.fetch_sub(1, std::memory_order_release); }
+    ~growing_scope() { count.fetch_sub(1, std::memory_order_release); }
     growing_scope(const growing_scope&) = delete;
     growing_scope& operator=(const growing_scope&) = delete;
-    std::atomic<int>& n_;
+    std::atomic<int>& count;
   };
   std::atomic<std::uint64_t> same_stream_reuses_folded_{0};  // from caches pruned by trim()
 };
