@@ -12,11 +12,10 @@
 #include <vector>
 
 namespace streampool::c_api {
-namespace {
 
-class recorder {
+class trace_recorder {
  public:
-  explicit recorder(std::FILE* out) : out_(out) {
+  explicit trace_recorder(std::FILE* out) : out_(out) {
     std::fputs("# streampool torch plug-in trace (STREAMPOOL_TORCH_TRACE)\n", out_);
     std::fputs("# format: <action> <id> <size-bytes> <stream>; sizes as requested\n", out_);
   }
@@ -73,7 +72,11 @@ class recorder {
   std::uint32_t next_id_ = 0;
 };
 
-recorder* open_recorder() {
+std::atomic<int> trace_state{trace_unknown};
+
+namespace {
+
+trace_recorder* open_recorder() {
   const char* path = std::getenv("STREAMPOOL_TORCH_TRACE");
   if (path == nullptr || *path == '\0') return nullptr;
   std::FILE* f = std::fopen(path, "w");
@@ -82,26 +85,29 @@ recorder* open_recorder() {
                  path);
     return nullptr;
   }
-  return new recorder(f);  // leaked deliberately, like the plug-in's pools
+  return new trace_recorder(f);  // leaked deliberately, like the plug-in's pools
 }
 
-recorder* the_recorder() {
-  static recorder* const r = open_recorder();
+/// The recorder, opening it (once) on the first call; nullptr when off.
+trace_recorder* recorder() {
+  static trace_recorder* const r = [] {
+    trace_recorder* opened = open_recorder();
+    trace_state.store(opened != nullptr ? trace_on : trace_off, std::memory_order_release);
+    return opened;
+  }();
   return r;
 }
 
 }  // namespace
 
-void trace_alloc(const void* p, std::size_t size, const void* stream) {
-  if (recorder* r = the_recorder()) r->alloc(p, size, stream);
+void record_alloc(const void* p, std::size_t size, const void* stream) {
+  if (trace_recorder* r = recorder()) r->alloc(p, size, stream);
 }
-
-void trace_free(const void* p) {
-  if (recorder* r = the_recorder()) r->free(p);
+void record_free(const void* p) {
+  if (trace_recorder* r = recorder()) r->free(p);
 }
-
-void trace_phase(const char* name) {
-  if (recorder* r = the_recorder()) r->phase(name);
+void record_phase(const char* name) {
+  if (trace_recorder* r = recorder()) r->phase(name);
 }
 
 }  // namespace streampool::c_api

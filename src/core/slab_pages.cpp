@@ -37,10 +37,10 @@ void* slab_pages::take(std::size_t bytes) {
   return nullptr;
 }
 
-void slab_pages::add(void* base) { pages_.push_back({reinterpret_cast<std::uintptr_t>(base), 0}); }
+void slab_pages::add(void* base) { pages_.push_back({to_addr(base), 0}); }
 
 void* slab_pages::give(const void* p, std::size_t bytes) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t a = to_addr(p);
   for (auto it = pages_.begin(); it != pages_.end(); ++it) {
     if (a < it->base || a >= it->base + page_bytes_) continue;
     const std::uint64_t m = run_mask((a - it->base) / slot_bytes, bytes / slot_bytes);
