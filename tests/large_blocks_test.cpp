@@ -55,6 +55,17 @@ TEST(LargeBlocks, SteadyStateMakesNoUpstreamCallAndNoHostWait) {
   EXPECT_EQ(st.live_bytes, 0u);
 }
 
+TEST(LargeBlocks, TheLargestMemoryLimitStillAllocates) {
+  // The address range is twice the limit (or the device): a limit of SIZE_MAX wrapped that to 0
+  // and every large request of an empty pool failed (found by the Python misuse fuzzer).
+  sp::device d = vm_device();
+  sp::pool p(d, {.memory_limit = SIZE_MAX});
+  sp::stream s(d);
+  void* a = p.allocate(s, 40 * MiB);
+  EXPECT_NE(a, nullptr);
+  p.deallocate(s, a);
+}
+
 TEST(LargeBlocks, RemappingSettlesInALayoutThatNeverRepeats) {
   // Random sizes freed in random order: no step repeats the last, so free space is fragmented
   // differently every time. Remapping must not go on forever (each remap is two driver calls, tens

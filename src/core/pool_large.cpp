@@ -294,7 +294,10 @@ bool pool_state::reserve_range(std::size_t bytes) {
   // device (or the limit), so that fragmentation of addresses never forces a second range in
   // practice. Growth is serialised (growth_mu_), so no two threads reserve at once.
   const std::size_t g = vm_granule();
-  const std::size_t device = std::max(backend_->caps().total_memory, limit_.load());
+  // A limit (or a device) beyond any address space says nothing about the range: capped, so that
+  // twice it cannot wrap (a limit of SIZE_MAX made `want` 0 and refused every large request).
+  constexpr std::size_t cap = std::size_t{1} << 47;
+  const std::size_t device = std::min(std::max(backend_->caps().total_memory, limit_.load()), cap);
   std::size_t want = round_up(std::max({bytes, 2 * device, std::size_t{1} << 30}), g);
   void* base = nullptr;
   while (base == nullptr && want >= round_up(bytes, g)) {
