@@ -13,12 +13,13 @@
 #pragma once
 
 #include <concepts>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "streampool/detail/buffer.hpp"
@@ -39,6 +40,17 @@ constexpr dtype dtype_of() {
   if constexpr (std::same_as<T, std::int64_t>) return dtype::i64;
   if constexpr (std::same_as<T, std::uint32_t>) return dtype::u32;
   if constexpr (std::same_as<T, std::uint64_t>) return dtype::u64;
+}
+
+/// The element type's name in messages: "float", "int32".
+template <element T>
+constexpr const char* element_name() {
+  if constexpr (std::same_as<T, float>) return "float";
+  if constexpr (std::same_as<T, double>) return "double";
+  if constexpr (std::same_as<T, std::int32_t>) return "int32";
+  if constexpr (std::same_as<T, std::int64_t>) return "int64";
+  if constexpr (std::same_as<T, std::uint32_t>) return "uint32";
+  if constexpr (std::same_as<T, std::uint64_t>) return "uint64";
 }
 
 template <element T>
@@ -64,6 +76,13 @@ STREAMPOOL_EXPORT void run_on(stream_ref s, const command& c, std::span<buffer* 
 STREAMPOOL_EXPORT void check_sizes(std::size_t a, std::size_t b, const char* what);
 }  // namespace detail
 
+/// Moved-from and default-constructed arrays are the same thing: an *empty array*, with no
+/// buffer, size 0 and data() == nullptr. Whatever an array of zero elements can do, an empty
+/// array does as a no-op (size, empty, data, use_count, view(0, 0), upload/download/fill/copy of
+/// zero elements, map and scans over zero elements, destruction, assignment of a new value);
+/// a size that is not zero is the ordinary size error. What needs memory or a device
+/// (get_device, get_buffer, reduce) throws logic_error "array<T>: used after it was moved from
+/// or default-constructed". Moving leaves the source empty; self-move-assignment keeps the array.
 template <element T>
 class array {
  public:
@@ -92,8 +111,18 @@ class array {
   // Copying would silently alias or silently allocate; say which with view() or copy_from().
   array(const array&) = delete;
   array& operator=(const array&) = delete;
-  array(array&&) noexcept = default;
-  array& operator=(array&&) noexcept = default;
+  array(array&& other) noexcept
+      : buf_(std::move(other.buf_)),
+        offset_(std::exchange(other.offset_, 0)),
+        size_(std::exchange(other.size_, 0)) {}
+  array& operator=(array&& other) noexcept {
+    if (this != &other) {
+      buf_ = std::move(other.buf_);  // drops this array's old view (its memory, if the last)
+      offset_ = std::exchange(other.offset_, 0);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
   ~array() = default;
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -101,8 +130,15 @@ class array {
   [[nodiscard]] T* data() const noexcept {
     return buf_ ? static_cast<T*>(buf_->data()) + offset_ : nullptr;
   }
-  [[nodiscard]] const device& get_device() const { return buf_->get_device(); }
-  [[nodiscard]] detail::buffer& get_buffer() const noexcept { return *buf_; }
+  /// @throws logic_error on an empty (moved-from or default-constructed) array: it has no device
+  [[nodiscard]] const device& get_device() const { return get_buffer().get_device(); }
+  /// @throws logic_error on an empty (moved-from or default-constructed) array
+  [[nodiscard]] detail::buffer& get_buffer() const {
+    STREAMPOOL_EXPECTS(buf_ != nullptr, detail::format("array<%s>: used after it was moved from or "
+                                                       "default-constructed (it has no memory)",
+                                                       element_name<T>()));
+    return *buf_;
+  }
   /// How many arrays (views) share this array's memory.
   [[nodiscard]] long use_count() const noexcept { return buf_.use_count(); }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "streampool/backend.hpp"
 
@@ -20,16 +21,37 @@ namespace detail {
 struct device_state;
 }
 
+/// A moved-from handle refers to no device: state() == nullptr and id() == 0 (no device has id
+/// 0). Copying, comparing, assigning and destroying it work as for any handle; every operation
+/// that needs the device (get_backend, backend_ptr, default_pool, and so making a stream, pool or
+/// array on it) throws logic_error "device: used after it was moved from". The device itself is
+/// untouched. Self-move-assignment keeps the handle.
 class STREAMPOOL_EXPORT device {
  public:
   /// A new device over `b`.
   explicit device(std::shared_ptr<backend> b);
 
+  device(const device&) = default;
+  device& operator=(const device&) = default;
+  // Written out so that the id goes with the state: a moved-from handle must not keep an id.
+  device(device&& other) noexcept
+      : state_(std::move(other.state_)), id_(std::exchange(other.id_, 0)) {}
+  device& operator=(device&& other) noexcept {
+    if (this != &other) {
+      state_ = std::move(other.state_);
+      id_ = std::exchange(other.id_, 0);
+    }
+    return *this;
+  }
+  ~device() = default;
+
   /// The process-wide host device (the CPU as a device, checking mode off).
   static device host();
 
-  [[nodiscard]] backend& get_backend() const noexcept;
-  [[nodiscard]] const std::shared_ptr<backend>& backend_ptr() const noexcept;
+  /// @throws logic_error on a moved-from handle (as do backend_ptr and default_pool)
+  [[nodiscard]] backend& get_backend() const;
+  [[nodiscard]] const std::shared_ptr<backend>& backend_ptr() const;
+  /// Unique and never reused; 0 for a moved-from handle.
   [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
   /// The device's default pool, created on first use.
   [[nodiscard]] pool default_pool() const;
@@ -42,8 +64,11 @@ class STREAMPOOL_EXPORT device {
   explicit device(std::shared_ptr<detail::device_state> s);
 
  private:
-  std::shared_ptr<detail::device_state> state_;
-  std::uint64_t id_ = 0;  // copy of the state's id, read on every allocation
+  /// *state_, or logic_error when moved from.
+  [[nodiscard]] detail::device_state& checked_state() const;
+
+  std::shared_ptr<detail::device_state> state_;  // null once moved from
+  std::uint64_t id_ = 0;  // copy of the state's id, read on every allocation; 0 once moved from
 };
 
 }  // namespace streampool

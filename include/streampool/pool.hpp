@@ -113,6 +113,11 @@ struct pool_statistics {
 
 /// A shared handle to one pool. Copies refer to the same pool; the pool lives while any handle,
 /// array or live allocation made through an array needs it.
+///
+/// A moved-from handle refers to no pool (state() == nullptr). Copying, comparing, assigning and
+/// destroying it work as for any handle, and owns() answers false; every other operation throws
+/// logic_error "pool: used after it was moved from". The pool itself is untouched: the handle
+/// moved into, and arrays made from it, keep it. Self-move-assignment keeps the handle.
 class STREAMPOOL_EXPORT pool {
  public:
   explicit pool(const device& d, pool_options options = {});
@@ -140,7 +145,7 @@ class STREAMPOOL_EXPORT pool {
   void record_use(void* p, stream_ref s);
   /// The usable size of the block at p (>= the requested size).
   [[nodiscard]] std::size_t block_size(const void* p) const;
-  /// True when p is a live allocation of this pool.
+  /// True when p is a live allocation of this pool (false for a moved-from handle).
   [[nodiscard]] bool owns(const void* p) const noexcept;
 
   /// Releases cached memory whose pending work is complete back to the upstream (whole free
@@ -148,7 +153,7 @@ class STREAMPOOL_EXPORT pool {
   /// blocks on the device.
   std::size_t trim();
   void set_memory_limit(std::size_t bytes);  ///< 0 = none
-  [[nodiscard]] std::size_t memory_limit() const noexcept;
+  [[nodiscard]] std::size_t memory_limit() const;
   /// Registers a hook called (without pool locks held) when an allocation would fail; it may
   /// free memory (a garbage collector). Returns an id for remove_reclaim_hook.
   std::uint64_t add_reclaim_hook(std::function<void(std::size_t bytes_needed)> hook);

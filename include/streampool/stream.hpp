@@ -20,6 +20,11 @@ namespace streampool {
 
 class stream_ref;
 
+/// A moved-from stream owns nothing (no queue, no timeline): destroying it or assigning it a new
+/// stream does nothing else, and every other operation (ref, the conversion to stream_ref,
+/// synchronize, get_timeline, get_device) throws logic_error "stream: used after it was moved
+/// from" (a stream has no empty state that such a call could report on). Moving leaves the
+/// source in that state; self-move-assignment keeps the stream.
 class STREAMPOOL_EXPORT stream {
  public:
   /// A new stream with its own queue on `d`.
@@ -37,18 +42,21 @@ class STREAMPOOL_EXPORT stream {
   stream& operator=(const stream&) = delete;
   ~stream();
 
-  [[nodiscard]] stream_ref ref() const noexcept;
-  operator stream_ref() const noexcept;  // NOLINT(google-explicit-constructor): like a view
+  /// @throws logic_error on a moved-from stream (so do the four below)
+  [[nodiscard]] stream_ref ref() const;
+  operator stream_ref() const;  // NOLINT(google-explicit-constructor): like a view
   /// Blocks until all work submitted so far has completed.
   void synchronize() const;
-  [[nodiscard]] const std::shared_ptr<timeline>& get_timeline() const noexcept;
-  [[nodiscard]] const device& get_device() const noexcept;
+  [[nodiscard]] const std::shared_ptr<timeline>& get_timeline() const;
+  [[nodiscard]] const device& get_device() const;
 
   struct impl;
 
  private:
   explicit stream(std::unique_ptr<impl> i);
-  std::unique_ptr<impl> impl_;
+  /// *impl_, or logic_error when moved from.
+  [[nodiscard]] const impl& checked_impl() const;
+  std::unique_ptr<impl> impl_;  // null once moved from
 };
 
 /// A stream's state. Public only so that stream_ref's accessors inline into the pool's fast path.

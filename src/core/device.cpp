@@ -34,17 +34,23 @@ device device::host() {
   return *d;
 }
 
-backend& device::get_backend() const noexcept { return *state_->backend_ptr; }
-const std::shared_ptr<backend>& device::backend_ptr() const noexcept { return state_->backend_ptr; }
+detail::device_state& device::checked_state() const {
+  STREAMPOOL_EXPECTS(state_ != nullptr, "device: used after it was moved from");
+  return *state_;
+}
+
+backend& device::get_backend() const { return *checked_state().backend_ptr; }
+const std::shared_ptr<backend>& device::backend_ptr() const { return checked_state().backend_ptr; }
 
 pool device::default_pool() const {
-  std::lock_guard lock(state_->mu);
-  if (!state_->default_pool) {
+  detail::device_state& state = checked_state();
+  std::lock_guard lock(state.mu);
+  if (!state.default_pool) {
     // The device owns its default pool (the pool holds only the backend, so no cycle): the
     // cache survives between uses and goes when the device's last handle, stream or array does.
-    state_->default_pool = std::make_shared<detail::pool_state>(*this, pool_options{});
+    state.default_pool = std::make_shared<detail::pool_state>(*this, pool_options{});
   }
-  return pool(state_->default_pool);
+  return pool(state.default_pool);
 }
 
 }  // namespace streampool

@@ -8,29 +8,40 @@
 
 namespace streampool {
 
+namespace {
+// The pool behind a handle, or logic_error for a moved-from handle. A null check and nothing
+// else: it is on the allocate/deallocate fast path.
+detail::pool_state& checked(const std::shared_ptr<detail::pool_state>& state) {
+  STREAMPOOL_EXPECTS(state != nullptr, "pool: used after it was moved from");
+  return *state;
+}
+}  // namespace
+
 pool::pool(const device& d, pool_options options)
     : state_(std::make_shared<detail::pool_state>(d, options)) {}
 
-void* pool::allocate(stream_ref s, std::size_t bytes) { return state_->allocate(s, bytes); }
-void pool::deallocate(stream_ref s, void* p) { state_->deallocate(s, p); }
-void pool::deallocate(void* p, std::span<const token> uses) { state_->deallocate(p, uses); }
-void pool::record_use(void* p, const token& use) { state_->record_use(p, use); }
+void* pool::allocate(stream_ref s, std::size_t bytes) { return checked(state_).allocate(s, bytes); }
+void pool::deallocate(stream_ref s, void* p) { checked(state_).deallocate(s, p); }
+void pool::deallocate(void* p, std::span<const token> uses) { checked(state_).deallocate(p, uses); }
+void pool::record_use(void* p, const token& use) { checked(state_).record_use(p, use); }
 void pool::record_use(void* p, stream_ref s) {
+  detail::pool_state& state = checked(state_);
   token use = s.now();
   use.at = token::at_free;
-  state_->record_use(p, use);
+  state.record_use(p, use);
 }
-std::size_t pool::block_size(const void* p) const { return state_->block_size(p); }
-bool pool::owns(const void* p) const noexcept { return state_->owns(p); }
-std::size_t pool::trim() { return state_->trim(); }
-void pool::set_memory_limit(std::size_t bytes) { state_->set_memory_limit(bytes); }
-std::size_t pool::memory_limit() const noexcept { return state_->memory_limit(); }
+std::size_t pool::block_size(const void* p) const { return checked(state_).block_size(p); }
+// A moved-from pool owns nothing: the one query with an answer for an empty handle.
+bool pool::owns(const void* p) const noexcept { return state_ != nullptr && state_->owns(p); }
+std::size_t pool::trim() { return checked(state_).trim(); }
+void pool::set_memory_limit(std::size_t bytes) { checked(state_).set_memory_limit(bytes); }
+std::size_t pool::memory_limit() const { return checked(state_).memory_limit(); }
 std::uint64_t pool::add_reclaim_hook(std::function<void(std::size_t)> hook) {
-  return state_->add_reclaim_hook(std::move(hook));
+  return checked(state_).add_reclaim_hook(std::move(hook));
 }
-void pool::remove_reclaim_hook(std::uint64_t id) { state_->remove_reclaim_hook(id); }
-pool_statistics pool::statistics() const { return state_->statistics(); }
-device pool::get_device() const { return state_->get_device(); }
+void pool::remove_reclaim_hook(std::uint64_t id) { checked(state_).remove_reclaim_hook(id); }
+pool_statistics pool::statistics() const { return checked(state_).statistics(); }
+device pool::get_device() const { return checked(state_).get_device(); }
 
 std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
   STREAMPOOL_EXPECTS(text != nullptr, "memory limit: no text");

@@ -32,7 +32,7 @@ stream stream::wrap(const device& d, native_queue foreign) {
 }
 
 stream::stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
-stream::stream(stream&&) noexcept = default;
+stream::stream(stream&&) noexcept = default;  // leaves other.impl_ null: moved-from
 
 stream& stream::operator=(stream&& other) noexcept {
   if (this != &other) {
@@ -50,12 +50,24 @@ stream::~stream() {
   if (impl_->owns_queue) impl_->dev.get_backend().destroy_queue(q);
 }
 
-stream_ref stream::ref() const noexcept { return stream_ref(impl_.get()); }
-stream::operator stream_ref() const noexcept { return ref(); }
-void stream::synchronize() const { ref().synchronize(); }
-const std::shared_ptr<timeline>& stream::get_timeline() const noexcept { return impl_->line; }
-const device& stream::get_device() const noexcept { return impl_->dev; }
+// One null check: ref() is on the way of every pool call made with a stream, so the conversion
+// is written out (a test and a branch) instead of going through checked_impl().
+const stream::impl& stream::checked_impl() const {
+  STREAMPOOL_EXPECTS(impl_ != nullptr, "stream: used after it was moved from");
+  return *impl_;
+}
 
+stream_ref stream::ref() const {
+  if (impl_ == nullptr) [[unlikely]] (void)checked_impl();
+  return stream_ref(impl_.get());
+}
+stream::operator stream_ref() const {
+  if (impl_ == nullptr) [[unlikely]] (void)checked_impl();
+  return stream_ref(impl_.get());
+}
+void stream::synchronize() const { ref().synchronize(); }
+const std::shared_ptr<timeline>& stream::get_timeline() const { return checked_impl().line; }
+const device& stream::get_device() const { return checked_impl().dev; }
 
 token stream_ref::now() const { return token{impl_->line, impl_->line->current()}; }
 
