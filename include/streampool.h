@@ -127,7 +127,10 @@ SP_API sp_status_t sp_device_upstream_bytes(sp_device_t device, size_t* bytes);
 
 SP_API sp_status_t sp_stream_create(sp_device_t device, sp_stream_t* stream);
 /** Wraps a native stream made elsewhere (a CUstream / cudaStream_t on the same device).
- *  streampool never destroys it; sp_stream_destroy only waits for work submitted so far. */
+ *  streampool never destroys it; sp_stream_destroy only waits for work submitted so far.
+ *  native_stream NULL is the legacy default stream (CUDA's stream 0), wrapped by its other name
+ *  CU_STREAM_LEGACY (so sp_stream_native returns (void*)1). The host backend has no legacy
+ *  default stream: NULL there gives STREAMPOOL_STATUS_INVALID_ARGUMENT (use sp_stream_create). */
 SP_API sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t* stream);
 /** Waits for the stream's work, retires it and (unless wrapped) destroys its queue. */
 SP_API sp_status_t sp_stream_destroy(sp_stream_t stream);
@@ -226,9 +229,11 @@ SP_API sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id);
  * legacy default stream, and CU_STREAM_PER_THREAD). Each native stream is wrapped once, on first
  * use, and the wrapper found again through a per-thread cache: no handle to create and no lock
  * per call. These calls bypass the C layer's allocation records: the pool checks the pointers
- * itself, and the caller keeps `pool` alive while its memory is live. A native stream must not be
- * destroyed while memory it used may still be reused behind it, unless its handle is never used
- * again (streampool records markers on it when another stream must wait for it). */
+ * itself, and the caller keeps `pool` alive while its memory is live. The copy and fill helpers
+ * do not know this memory either: register it with sp_memory_register to use them on it. A native
+ * stream must not be destroyed while memory it used may still be reused behind it, unless its
+ * handle is never used again (streampool records markers on it when another stream must wait for
+ * it). */
 
 SP_API sp_status_t sp_pool_allocate_native(sp_pool_t pool, size_t size, void* native_stream,
                                            void** ptr);
@@ -264,6 +269,30 @@ SP_API sp_status_t sp_torch_set_conservative(int on);
 SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool);
 
 /* ---- copy and fill helpers ------------------------------------------------------------------- */
+
+/* Every device range a helper is given must lie inside memory the C layer knows: a live
+ * allocation of sp_pool_allocate, or a range registered with sp_memory_register. Anything else (a
+ * freed pointer, even one whose memory is still mapped; a range that runs past the end; memory of
+ * sp_pool_allocate_native or the PyTorch plug-in; a foreign pointer) gives
+ * STREAMPOOL_STATUS_INVALID_ARGUMENT, with the function, the pointer and the byte count in the
+ * message, and nothing is submitted. A device copy between overlapping ranges is refused too.
+ * 0 bytes is a no-op and checks no pointer. Host pointers (src of sp_memcpy_to_device, dst of
+ * sp_memcpy_to_host) are not checked: they must be valid for `bytes`.
+ * Cost: one lookup in an ordered map under one mutex per device pointer, on these helpers only
+ * (sp_pool_allocate and sp_pool_deallocate already keep the map; the *_native calls bypass it). */
+
+/** Makes [ptr, ptr + bytes), memory of `device` made elsewhere (cuMemAlloc, a framework's tensor,
+ *  memory of sp_pool_allocate_native), usable by the helpers below, which then order it across
+ *  streams as they do pool allocations, from registration on (earlier work on it is the caller's
+ *  to order). streampool takes no ownership. STREAMPOOL_STATUS_INVALID_ARGUMENT for a NULL
+ *  device or ptr, 0 bytes, a range that wraps around, or a range that overlaps a registered range
+ *  or a live allocation of sp_pool_allocate (the message names both ranges). */
+SP_API sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t bytes);
+/** Forgets the range registered at `ptr` (its start), after waiting (on the host) for the helper
+ *  work queued on it, so the caller may free the memory when this returns. The caller must not
+ *  use the range in helpers meanwhile. STREAMPOOL_STATUS_INVALID_ARGUMENT when no registered
+ *  range starts at ptr. */
+SP_API sp_status_t sp_memory_unregister(void* ptr);
 
 /** Host -> device: returns once `src` has been staged (it may be reused at once). */
 SP_API sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, size_t bytes);

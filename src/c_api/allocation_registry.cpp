@@ -1,15 +1,69 @@
 #include "allocation_registry.hpp"
 
 #include <algorithm>
+#include <utility>
+
+#include "core/pool_state.hpp"
+#include "handles.hpp"
+#include "streampool/error.hpp"
 
 namespace streampool::c_api {
 
-void allocation::add_user_locked(const std::shared_ptr<timeline>& line) {
+using streampool::detail::format;
+using streampool::detail::format_ptr;
+
+namespace {
+
+// The entry of `m` whose range contains key, or end(). Entries never overlap one another, so only
+// the last one starting at or before key can. An allocation of 0 bytes contains its own pointer
+// (so record_use finds it, and a helper is told it overruns 0 bytes rather than "unknown").
+template <class Map>
+auto containing_in(const Map& m, std::uintptr_t key) {
+  auto it = m.upper_bound(key);
+  if (it == m.begin()) return m.end();
+  --it;
+  return key == it->first || key - it->first < it->second->size ? it : m.end();
+}
+
+// The entry of `m` overlapping [begin, begin + bytes) (bytes > 0), or end().
+template <class Map>
+auto overlapping_in(const Map& m, std::uintptr_t begin, std::size_t bytes) {
+  auto it = m.upper_bound(begin);
+  if (it != m.begin()) {
+    auto prev = std::prev(it);
+    if (begin - prev->first < prev->second->size) return prev;
+  }
+  // Entries of size 0 (sp_pool_allocate(0)) cover no byte: skip them.
+  while (it != m.end() && it->first - begin < bytes) {
+    if (it->second->size > 0) return it;
+    ++it;
+  }
+  return m.end();
+}
+
+std::string describe(const known_range& r) {
+  return format("%s (%zu bytes, device %llu)", format_ptr(r.ptr).c_str(), r.size,
+                static_cast<unsigned long long>(r.device_id));
+}
+
+}  // namespace
+
+known_range::known_range(void* base, std::size_t bytes, std::uint64_t device,
+                         std::shared_ptr<timeline> first, bool from_pool)
+    : ptr(base), size(bytes), device_id(device), is_allocation(from_pool) {
+  if (first != nullptr) users.push_back(std::move(first));
+}
+
+allocation::allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first)
+    : known_range(base, bytes, p.state()->device_id(), std::move(first), true),
+      owner(std::move(p)) {}
+
+void known_range::add_user_locked(const std::shared_ptr<timeline>& line) {
   std::erase_if(users, [](const std::shared_ptr<timeline>& l) { return l->retired(); });
   if (std::find(users.begin(), users.end(), line) == users.end()) users.push_back(line);
 }
 
-std::vector<token> allocation::pending_locked(const timeline* except) const {
+std::vector<token> known_range::pending_locked(const timeline* except) const {
   std::vector<token> tokens;
   for (const auto& l : users) {
     if (l.get() == except || l->retired()) continue;
@@ -39,13 +93,59 @@ std::shared_ptr<allocation> allocation_registry::find(const void* p) const {
 }
 
 std::shared_ptr<allocation> allocation_registry::containing(const void* p) const {
+  std::lock_guard lock(mu_);
+  auto it = containing_in(live_, reinterpret_cast<std::uintptr_t>(p));
+  return it == live_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<known_range> allocation_registry::known_containing(const void* p) const {
   const auto key = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mu_);
-  auto it = live_.upper_bound(key);
-  if (it == live_.begin()) return nullptr;
-  --it;
-  const allocation& a = *it->second;
-  return key < it->first + a.size ? it->second : nullptr;
+  if (auto it = containing_in(live_, key); it != live_.end()) return it->second;
+  if (auto it = containing_in(registered_, key); it != registered_.end()) return it->second;
+  return nullptr;
+}
+
+void allocation_registry::add_registration(std::shared_ptr<known_range> r) {
+  const auto key = reinterpret_cast<std::uintptr_t>(r->ptr);
+  std::lock_guard lock(mu_);
+  if (auto it = overlapping_in(registered_, key, r->size); it != registered_.end()) {
+    const bool same = it->first == key && it->second->size == r->size;
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: sp_memory_register: %s overlaps %s, %s", describe(*r).c_str(),
+               describe(*it->second).c_str(),
+               same ? "which is already registered" : "registered earlier (unregister it first)")};
+  }
+  if (auto it = overlapping_in(live_, key, r->size); it != live_.end()) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: sp_memory_register: %s overlaps %s, a live allocation of "
+                       "sp_pool_allocate (the helpers know it already)",
+                       describe(*r).c_str(), describe(*it->second).c_str())};
+  }
+  registered_.emplace(key, std::move(r));
+}
+
+std::shared_ptr<known_range> allocation_registry::remove_registration(const void* p) {
+  const auto key = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard lock(mu_);
+  auto it = registered_.find(key);
+  if (it != registered_.end()) {
+    std::shared_ptr<known_range> r = std::move(it->second);
+    registered_.erase(it);
+    return r;
+  }
+  if (auto in = containing_in(registered_, key); in != registered_.end()) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: sp_memory_unregister: pointer %s is inside the registered "
+                       "range %s, not at its start",
+                       format_ptr(p).c_str(), describe(*in->second).c_str())};
+  }
+  throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+              format("streampool: sp_memory_unregister: pointer %s is not the start of memory "
+                     "registered with sp_memory_register (never registered, or unregistered "
+                     "already)",
+                     format_ptr(p).c_str())};
 }
 
 }  // namespace streampool::c_api

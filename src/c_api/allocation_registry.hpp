@@ -1,4 +1,5 @@
-// streampool C ABI: the registry of live allocations made through sp_pool_allocate.
+// streampool C ABI: the registry of memory the C layer knows: live allocations made through
+// sp_pool_allocate, and foreign ranges registered with sp_memory_register.
 //
 // Why it exists: a C (or Python) caller frees from finalisers, in any order. By the time a pointer
 // is freed its pool handle, its stream and its device handle may all be gone. So each live pointer
@@ -9,9 +10,22 @@
 //     and fill helpers). A free with no stream waits for all work submitted to them up to the free,
 //     through tokens: never through a stream, which may be destroyed (the origin report's bug).
 //
-// One ordered map (so the helpers can find the allocation containing an interior pointer) under
-// one mutex. The mutex is never held while calling into the pool, so a reclaim hook that frees
-// memory inside an allocation on the same thread cannot deadlock on it.
+// The copy and fill helpers accept only device memory found here (issue 9): a pointer to freed
+// memory that is still mapped, or to memory made elsewhere, would otherwise be written silently.
+// Memory made elsewhere (a framework's tensor) is registered first; its record (a `known_range`
+// without a pool) gives it the same cross-stream ordering in the helpers.
+//
+// Glossary
+//   known range  [ptr, ptr + size) on one device, with the streams that used it: what the helpers
+//                check a pointer against.
+//   allocation   a known range made by sp_pool_allocate; it also owns its pool.
+//   registration a known range of foreign memory, from sp_memory_register to sp_memory_unregister.
+//
+// Two ordered maps (so the helpers can find the range containing an interior pointer) under one
+// mutex. Allocations never overlap one another, nor do registrations; a registration may not
+// overlap a live allocation when it is made. The mutex is never held while calling into the pool,
+// so a reclaim hook that frees memory inside an allocation on the same thread cannot deadlock on
+// it.
 #pragma once
 
 #include <cstddef>
@@ -27,13 +41,15 @@
 
 namespace streampool::c_api {
 
-struct allocation {
-  allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first)
-      : owner(std::move(p)), ptr(base), size(bytes), users{std::move(first)} {}
+/// Memory the helpers accept: a range on one device, and the streams whose helper work used it.
+struct known_range {
+  known_range(void* base, std::size_t bytes, std::uint64_t device, std::shared_ptr<timeline> first,
+              bool from_pool);
 
-  pool owner;  // never reassigned; keeps the pool alive while the pointer lives
   void* const ptr;
-  const std::size_t size;  // as requested
+  const std::size_t size;         // as requested (allocations) or registered
+  const std::uint64_t device_id;  // streams of other devices are refused
+  const bool is_allocation;       // else a registration (for messages)
 
   std::mutex mu;  // guards users
   // Timelines whose work may touch the memory. Retired ones are dropped (every point complete).
@@ -45,6 +61,12 @@ struct allocation {
   [[nodiscard]] std::vector<token> pending_locked(const timeline* except) const;
 };
 
+struct allocation : known_range {
+  allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first);
+
+  pool owner;  // never reassigned; keeps the pool alive while the pointer lives
+};
+
 class allocation_registry {
  public:
   static allocation_registry& instance();
@@ -54,6 +76,9 @@ class allocation_registry {
   [[nodiscard]] std::shared_ptr<allocation> find(const void* p) const;
   /// The allocation containing p, or nullptr.
   [[nodiscard]] std::shared_ptr<allocation> containing(const void* p) const;
+  /// What the helpers may use at p: the allocation containing p, else the registration
+  /// containing p, else nullptr. One lookup in each map under the one mutex.
+  [[nodiscard]] std::shared_ptr<known_range> known_containing(const void* p) const;
   /// Removes and returns the allocation starting at p if `accept` says yes; nullptr if none.
   template <class Accept>
   std::shared_ptr<allocation> take_if(const void* p, Accept&& accept) {
@@ -66,9 +91,19 @@ class allocation_registry {
     return a;
   }
 
+  /// Adds a registration; throws error{INVALID_ARGUMENT} naming both ranges when it overlaps a
+  /// registration or a live allocation. (insert() does not check the other way round: pool memory
+  /// that was registered, freed through another path and handed out again is found as the
+  /// allocation, which known_containing() looks at first.)
+  void add_registration(std::shared_ptr<known_range> r);
+  /// Removes and returns the registration starting at p; throws error{INVALID_ARGUMENT} naming p
+  /// (and the registration containing it, if any) when there is none.
+  std::shared_ptr<known_range> remove_registration(const void* p);
+
  private:
-  mutable std::mutex mu_;  // guards live_
+  mutable std::mutex mu_;  // guards live_ and registered_
   std::map<std::uintptr_t, std::shared_ptr<allocation>> live_;
+  std::map<std::uintptr_t, std::shared_ptr<known_range>> registered_;
 };
 
 }  // namespace streampool::c_api

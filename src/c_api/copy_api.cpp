@@ -4,52 +4,71 @@
 // allocation (through the allocation registry), then submits. So memory can be handed between
 // streams and threads through these helpers without the caller tracking streams, just like the
 // C++ array layer does.
+//
+// Each device range must lie inside memory the registry knows: a live allocation of
+// sp_pool_allocate or a range registered with sp_memory_register (issue 9). Freed memory that the
+// pool has not handed out again is still mapped, so without this check a stale pointer would be
+// written silently, into memory that a later allocation receives. The check is one lookup under
+// the registry's mutex per device pointer, on the helpers only: allocate and free do not pay it.
+// Host pointers (the source of sp_memcpy_to_device, the destination of sp_memcpy_to_host) are the
+// caller's and are not checked.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "allocation_registry.hpp"
-#include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "streampool/backend.hpp"
 #include "streampool/error.hpp"
 
-using streampool::c_api::allocation;
 using streampool::c_api::allocation_registry;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::known_range;
 using streampool::c_api::require;
 using streampool::detail::format;
 using streampool::detail::format_ptr;
 
 namespace {
 
-// Makes `stream` ordered after every other stream's work on the allocation holding [p, p+bytes),
-// and records `stream` as a user of it (so that a later free waits for this work). Memory that is
-// not a live C allocation (wrapped foreign memory) is passed through unchecked.
-void acquire(sp_stream_t stream, const void* p, std::size_t bytes, const char* function) {
-  std::shared_ptr<allocation> a = allocation_registry::instance().containing(p);
-  if (a == nullptr) return;
+// The known range holding all of [p, p + bytes) (bytes > 0), usable from `stream`; throws
+// error{INVALID_ARGUMENT} naming the function, the pointer and the byte count otherwise.
+std::shared_ptr<known_range> checked(sp_stream_t stream, const void* p, std::size_t bytes,
+                                     const char* function) {
+  std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(p);
+  if (r == nullptr) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: %zu bytes at %s: the pointer is not inside a live "
+                       "allocation of sp_pool_allocate nor in memory registered with "
+                       "sp_memory_register (freed memory, or foreign memory not registered)",
+                       function, bytes, format_ptr(p).c_str())};
+  }
+  const char* what = r->is_allocation ? "the allocation" : "the registered range";
   const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(p) -
-                                               static_cast<const std::byte*>(a->ptr));
-  if (bytes > a->size - offset) {
+                                               static_cast<const std::byte*>(r->ptr));
+  if (bytes > r->size - offset) {
     throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: %zu bytes at offset %zu overrun the allocation %s of %zu "
-                       "bytes",
-                       function, bytes, offset, format_ptr(a->ptr).c_str(), a->size)};
+                format("streampool: %s: %zu bytes at offset %zu overrun %s %s of %zu bytes",
+                       function, bytes, offset, what, format_ptr(r->ptr).c_str(), r->size)};
   }
-  const std::uint64_t want = a->owner.state()->device_id();
   const std::uint64_t got = stream->s.get_device().id();
-  if (want != got) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: memory %s is on device %llu, the stream on device %llu",
-                       function, format_ptr(a->ptr).c_str(), static_cast<unsigned long long>(want),
-                       static_cast<unsigned long long>(got))};
+  if (r->device_id != got) {
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: %s: memory %s is on device %llu, the stream on device %llu", function,
+               format_ptr(r->ptr).c_str(), static_cast<unsigned long long>(r->device_id),
+               static_cast<unsigned long long>(got))};
   }
+  return r;
+}
+
+// Makes `stream` ordered after every other stream's helper work on `r`, and records `stream` as a
+// user of it (so that a later free, or the next helper elsewhere, waits for this work).
+void acquire(sp_stream_t stream, known_range& r) {
   const auto& line = stream->s.get_timeline();
-  std::lock_guard lock(a->mu);
-  for (const streampool::token& t : a->pending_locked(line.get())) stream->s.ref().wait(t);
-  a->add_user_locked(line);
+  std::lock_guard lock(r.mu);
+  for (const streampool::token& t : r.pending_locked(line.get())) stream->s.ref().wait(t);
+  r.add_user_locked(line);
 }
 
 void check_args(sp_stream_t stream, const void* dst, const void* src, const char* function) {
@@ -66,7 +85,7 @@ sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, 
   return guarded([&] {
     check_args(stream, dst, src, "sp_memcpy_to_device");
     if (bytes == 0) return;
-    acquire(stream, dst, bytes, "sp_memcpy_to_device");
+    acquire(stream, *checked(stream, dst, bytes, "sp_memcpy_to_device"));
     // src_is_host: the backend stages the source before submit returns.
     stream->s.ref().submit(streampool::command::make(
         streampool::copy_command{dst, src, bytes, true, false}));
@@ -77,7 +96,7 @@ sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, si
   return guarded([&] {
     check_args(stream, dst, src, "sp_memcpy_to_host");
     if (bytes == 0) return;
-    acquire(stream, src, bytes, "sp_memcpy_to_host");
+    acquire(stream, *checked(stream, src, bytes, "sp_memcpy_to_host"));
     stream->s.ref().submit(streampool::command::make(
         streampool::copy_command{dst, src, bytes, false, true}));
     stream->s.synchronize();
@@ -88,8 +107,21 @@ sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, siz
   return guarded([&] {
     check_args(stream, dst, src, "sp_memcpy_device");
     if (bytes == 0) return;
-    acquire(stream, src, bytes, "sp_memcpy_device");
-    acquire(stream, dst, bytes, "sp_memcpy_device");
+    // Both checked before either is acquired: a refused call changes nothing.
+    const std::shared_ptr<known_range> from = checked(stream, src, bytes, "sp_memcpy_device");
+    const std::shared_ptr<known_range> to = checked(stream, dst, bytes, "sp_memcpy_device");
+    const auto s0 = reinterpret_cast<std::uintptr_t>(src);
+    const auto d0 = reinterpret_cast<std::uintptr_t>(dst);
+    // Both ranges lie inside known memory, so the sums cannot wrap. An overlapping copy is
+    // undefined for every backend's copy (memcpy, cuMemcpyAsync).
+    if (s0 < d0 + bytes && d0 < s0 + bytes) {
+      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                  format("streampool: sp_memcpy_device: %zu bytes from %s to %s: the source and "
+                         "destination overlap",
+                         bytes, format_ptr(src).c_str(), format_ptr(dst).c_str())};
+    }
+    acquire(stream, *from);
+    acquire(stream, *to);
     stream->s.ref().submit(streampool::command::make(
         streampool::copy_command{dst, src, bytes, false, false}));
   });
@@ -111,7 +143,7 @@ sp_status_t sp_fill(sp_stream_t stream, void* dst, uint64_t pattern, size_t elem
                   format("streampool: sp_fill: %zu elements of %zu bytes overflow", count,
                          element_size)};
     }
-    acquire(stream, dst, count * element_size, "sp_fill");
+    acquire(stream, *checked(stream, dst, count * element_size, "sp_fill"));
     stream->s.ref().submit(streampool::command::make(
         streampool::fill_command{dst, pattern, element_size, count}));
   });
