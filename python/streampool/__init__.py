@@ -14,11 +14,24 @@ Array operations run on an explicit ``stream=`` or on the calling thread's defau
 device, which is destroyed when the thread exits (like the task-local streams of the report
 that streampool was made for). Handing an array to another thread or stream needs nothing: the C
 layer orders each operation after earlier work on other streams.
+
+Misuse raises, it never reaches C (issue 9; docs/python.md, "Lifecycle and errors"). Each object
+knows when it was freed (Array.free()) or closed (close() of a Stream, Pool or Device; both
+idempotent): any later use of it, or passing it as an argument, raises InvalidArgument naming it.
+This check is the binding's own, not the C layer's: a freed address may already hold another
+array, which no check in C can tell from the old one. A free or close while another thread is in a
+call on the same object takes effect when that call returns. Sizes, options and values are
+checked before they reach ctypes, which would wrap -5 or 1 << 64 into a size_t without a word.
+Every error is a StreampoolError: InvalidArgument (a ValueError) for a bad value, InvalidType
+(an InvalidArgument and a TypeError) for a bad type.
 """
 
 import array as _array
 import ctypes
+import numbers
+import operator
 import struct
+import sys
 import threading
 import weakref
 
@@ -26,7 +39,7 @@ from . import _capi
 from ._capi import lib as _lib
 
 __all__ = ["Device", "Stream", "Pool", "Array", "StreampoolError", "InvalidArgument",
-           "OutOfDeviceMemory", "NotAvailable", "BackendError", "version"]
+           "InvalidType", "OutOfDeviceMemory", "NotAvailable", "BackendError", "version"]
 
 
 class StreampoolError(Exception):
@@ -38,7 +51,14 @@ class StreampoolError(Exception):
 
 
 class InvalidArgument(StreampoolError, ValueError):
-    pass
+    """A broken precondition: a freed or closed object, a negative or overflowing size, a wrong
+    length, an out-of-range value. Nothing changed."""
+
+
+class InvalidType(InvalidArgument, TypeError):
+    """An argument of the wrong type (a float or bool size, a string fill value, a non-buffer).
+    An InvalidArgument, so one ``except`` catches every misuse, and a TypeError, as Python's own
+    functions raise."""
 
 
 class OutOfDeviceMemory(StreampoolError, MemoryError):
@@ -63,6 +83,129 @@ def _check(status):
         raise _errors.get(status, StreampoolError)(status, message)
 
 
+def _invalid(message):
+    return InvalidArgument(_capi.INVALID_ARGUMENT, message)
+
+
+def _wrong_type(message):
+    return InvalidType(_capi.INVALID_ARGUMENT, message)
+
+
+# Argument checks. ctypes converts a Python int to size_t modulo 2**64 without a word (-5 becomes
+# 18446744073709551611, 1 << 64 becomes 0), so every number is range-checked here before it
+# reaches C. bool is refused where a number is meant: Array(True) is a bug, not a size.
+SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+UINT_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_uint))) - 1
+# The most bytes one allocation may ask for: the pool refuses more as "beyond any device"
+# (src/core/pool_state.cpp, max_request). Checked here too, so that an overflowing n * itemsize
+# is reported with both numbers instead of as whatever the product wrapped to.
+MAX_ALLOCATION_BYTES = 1 << 48
+
+
+def _integer(value, what, maximum=SIZE_MAX):
+    """``value`` as an int in [0, maximum] (None: no maximum): InvalidType unless it is an
+    integer (an int, or anything with __index__ such as numpy.int64), InvalidArgument when out of
+    range."""
+    if isinstance(value, bool):
+        raise _wrong_type(f"{what}: {value!r} is a bool, not a count")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise _wrong_type(f"{what}: {value!r} is a {type(value).__name__}, not an int") from None
+    if v < 0:
+        raise _invalid(f"{what}: {v} is negative")
+    if maximum is not None and v > maximum:
+        raise _invalid(f"{what}: {v} is above the maximum {maximum}")
+    return v
+
+
+def _flag(value, what):
+    if isinstance(value, bool) or (type(value) is int and value in (0, 1)):
+        return int(value)
+    raise _wrong_type(f"{what}: {value!r} is not a bool")
+
+
+def _instance(value, cls, what):
+    if not isinstance(value, cls):
+        raise _wrong_type(f"{what}: {value!r} is not a {cls.__name__}")
+    return value
+
+
+def _address(value, what):
+    v = _integer(value, what, maximum=(1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
+    if v == 0:
+        raise _invalid(f"{what}: the null address")
+    return v
+
+
+class _Life:
+    """Whether an object's C handle (or memory) is still there, and who is using it right now.
+
+    close() marks the object dead at once, so that every later use raises; the C handle itself
+    goes when the last use in flight (on another thread, or further up this thread's stack: a
+    reclaim hook that closes the pool that is allocating) has finished. The C ABI leaves
+    destroying a handle while another thread uses it to the caller, so the caller here makes sure
+    it never happens. The lock guards ``users`` and ``closed``; it is never held across a C call.
+    """
+
+    __slots__ = ("lock", "users", "closed", "finalizer")
+
+    def __init__(self, finalizer):
+        self.lock = threading.Lock()
+        self.users = 0
+        self.closed = False
+        self.finalizer = finalizer
+
+    def enter(self, what, owner):
+        with self.lock:
+            if not self.closed:
+                self.users += 1
+                return
+        raise _invalid(f"{what}: {owner._describe()} was {owner._dead_verb}")
+
+    def leave(self):
+        with self.lock:
+            self.users -= 1
+            last = self.closed and self.users == 0
+        if last:
+            self.finalizer()
+
+    def close(self):
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            now = self.users == 0
+        if now:
+            self.finalizer()
+
+
+class _Using:
+    """``with _Using(what, a, b):`` marks a and b (Arrays, Streams, Pools, Devices) in use for the
+    call ``what``, raising InvalidArgument naming the first one that was freed or closed."""
+
+    __slots__ = ("what", "objs", "entered")
+
+    def __init__(self, what, *objs):
+        self.what = what
+        self.objs = objs
+        self.entered = []
+
+    def __enter__(self):
+        try:
+            for o in self.objs:
+                o._life.enter(self.what, o)
+                self.entered.append(o)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        while self.entered:
+            self.entered.pop()._life.leave()
+
+
 def version():
     """The library's version as (major, minor, patch)."""
     v = [ctypes.c_int() for _ in range(3)]
@@ -74,7 +217,6 @@ def version():
 # correctly in any order. A failure cannot be raised from a finalizer; it is reported instead.
 def _report(what, status):
     if status != _capi.SUCCESS:
-        import sys
         msg = _lib.sp_last_error_message().decode("utf-8", "replace")
         print(f"streampool: {what} failed in a finalizer: {msg}", file=sys.stderr)
 
@@ -99,19 +241,35 @@ def _free(ptr):
 
 
 class Device:
-    """A device: the CPU as a device (``Device.host()``) or a CUDA GPU (``Device.cuda(0)``)."""
+    """A device: the CPU as a device (``Device.host()``) or a CUDA GPU (``Device.cuda(0)``).
+
+    close() drops the handle: later calls on the Device, and passing it to Stream, Pool or Array,
+    raise InvalidArgument. Its streams, pools and memory keep working (include/streampool.h,
+    "Lifetimes"), but arrays then need an explicit live ``stream=``: the default stream is the
+    device's.
+    """
+
+    _dead_verb = "closed"
 
     def __init__(self, handle):
         self._handle = handle
-        self._finalizer = weakref.finalize(self, _destroy_device, handle)
+        self._life = _Life(weakref.finalize(self, _destroy_device, handle))
         self._locals = threading.local()  # this thread's default Stream
+        # Asked once, while the handle is live, so that a message about a closed device names it.
+        v, s = ctypes.c_uint64(), ctypes.c_char_p()
+        _check(_lib.sp_device_id(handle, ctypes.byref(v)))
+        _check(_lib.sp_device_backend_name(handle, ctypes.byref(s)))
+        self._id, self._backend = v.value, s.value.decode()
 
     @classmethod
     def host(cls, checking=False, max_delay_us=0, seed=1, total_memory=0, device_wait=True):
         o = _capi.HostOptions()
         _check(_lib.sp_host_options_init(ctypes.byref(o)))
-        o.checking, o.max_delay_us, o.seed = int(checking), max_delay_us, seed
-        o.total_memory, o.device_wait = total_memory, int(device_wait)
+        o.checking = _flag(checking, "Device.host: checking")
+        o.max_delay_us = _integer(max_delay_us, "Device.host: max_delay_us", UINT_MAX)
+        o.seed = _integer(seed, "Device.host: seed", (1 << 64) - 1)
+        o.total_memory = _integer(total_memory, "Device.host: total_memory")
+        o.device_wait = _flag(device_wait, "Device.host: device_wait")
         h = ctypes.c_void_p()
         _check(_lib.sp_device_create_host(ctypes.byref(o), ctypes.byref(h)))
         return cls(h.value)
@@ -119,6 +277,7 @@ class Device:
     @classmethod
     def cuda(cls, ordinal=0):
         """Raises NotAvailable without a driver or GPU."""
+        ordinal = _integer(ordinal, "Device.cuda: ordinal", (1 << 31) - 1)
         h = ctypes.c_void_p()
         _check(_lib.sp_device_create_cuda(ordinal, ctypes.byref(h)))
         return cls(h.value)
@@ -129,87 +288,140 @@ class Device:
         _check(_lib.sp_cuda_device_count(ctypes.byref(n)))
         return n.value
 
+    def _describe(self):
+        return f"{self._backend} device {self._id}"
+
+    def __repr__(self):
+        return self._describe() + (" (closed)" if self.closed else "")
+
+    @property
+    def closed(self):
+        return self._life.closed
+
     @property
     def id(self):
-        v = ctypes.c_uint64()
-        _check(_lib.sp_device_id(self._handle, ctypes.byref(v)))
-        return v.value
+        with _Using("Device.id", self):
+            return self._id
 
     @property
     def backend(self):
-        s = ctypes.c_char_p()
-        _check(_lib.sp_device_backend_name(self._handle, ctypes.byref(s)))
-        return s.value.decode()
+        with _Using("Device.backend", self):
+            return self._backend
 
     def violations(self):
         """Host backend in checking mode: the ordering violations seen (should be empty)."""
-        n = ctypes.c_size_t()
-        _check(_lib.sp_device_violation_count(self._handle, ctypes.byref(n)))
-        out = []
-        for i in range(n.value):
-            s = ctypes.c_char_p()
-            _check(_lib.sp_device_violation_message(self._handle, i, ctypes.byref(s)))
-            out.append(s.value.decode("utf-8", "replace"))
-        return out
+        with _Using("Device.violations", self):
+            n = ctypes.c_size_t()
+            _check(_lib.sp_device_violation_count(self._handle, ctypes.byref(n)))
+            out = []
+            for i in range(n.value):
+                s = ctypes.c_char_p()
+                _check(_lib.sp_device_violation_message(self._handle, i, ctypes.byref(s)))
+                out.append(s.value.decode("utf-8", "replace"))
+            return out
 
     def upstream_bytes(self):
         """Host backend: bytes held from the upstream (0 once everything is freed and gone)."""
-        n = ctypes.c_size_t()
-        _check(_lib.sp_device_upstream_bytes(self._handle, ctypes.byref(n)))
-        return n.value
+        with _Using("Device.upstream_bytes", self):
+            n = ctypes.c_size_t()
+            _check(_lib.sp_device_upstream_bytes(self._handle, ctypes.byref(n)))
+            return n.value
 
     def default_pool(self):
         """A new handle to the device's default pool."""
-        h = ctypes.c_void_p()
-        _check(_lib.sp_device_default_pool(self._handle, ctypes.byref(h)))
-        return Pool._from_handle(h.value, self)
+        with _Using("Device.default_pool", self):
+            h = ctypes.c_void_p()
+            _check(_lib.sp_device_default_pool(self._handle, ctypes.byref(h)))
+            return Pool._from_handle(h.value, self)
 
     def default_stream(self):
-        """The calling thread's stream on this device; destroyed when the thread exits."""
-        s = getattr(self._locals, "stream", None)
-        if s is None:
-            s = self._locals.stream = Stream(self)
-        return s
+        """The calling thread's stream on this device; destroyed when the thread exits. A new
+        one replaces it if it was closed."""
+        with _Using("Device.default_stream", self):
+            s = getattr(self._locals, "stream", None)
+            if s is None or s.closed:
+                s = self._locals.stream = Stream(self)
+            return s
 
     def close(self):
-        self._finalizer()
+        """Drops the handle (idempotent); streams, pools and memory made from it keep working."""
+        self._life.close()
 
 
 class Stream:
-    """An in-order queue of work on a device. Closing (or collecting) it waits for its work."""
+    """An in-order queue of work on a device. Closing (or collecting) it waits for its work;
+    close() is idempotent, and a closed Stream raises InvalidArgument wherever it is used."""
+
+    _dead_verb = "closed"
 
     def __init__(self, device):
-        h = ctypes.c_void_p()
-        _check(_lib.sp_stream_create(device._handle, ctypes.byref(h)))
-        self._handle = h.value
-        self.device = device
-        self._finalizer = weakref.finalize(self, _destroy_stream, self._handle)
+        _instance(device, Device, "Stream: device")
+        with _Using("Stream", device):
+            h = ctypes.c_void_p()
+            _check(_lib.sp_stream_create(device._handle, ctypes.byref(h)))
+        self._init(h.value, device)
 
     @classmethod
     def wrap(cls, device, native):
         """Wraps a native stream (an int: a CUstream) that streampool will never destroy."""
+        _instance(device, Device, "Stream.wrap: device")
+        native = _integer(native, "Stream.wrap: native",
+                          (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
         self = cls.__new__(cls)
-        h = ctypes.c_void_p()
-        _check(_lib.sp_stream_wrap(device._handle, native, ctypes.byref(h)))
-        self._handle, self.device = h.value, device
-        self._finalizer = weakref.finalize(self, _destroy_stream, self._handle)
+        with _Using("Stream.wrap", device):
+            h = ctypes.c_void_p()
+            _check(_lib.sp_stream_wrap(device._handle, native, ctypes.byref(h)))
+        self._init(h.value, device)
         return self
 
+    def _init(self, handle, device):
+        self._handle, self.device = handle, device
+        self._life = _Life(weakref.finalize(self, _destroy_stream, handle))
+
+    def _describe(self):
+        return f"Stream {self._handle:#x} on {self.device._describe()}"
+
+    def __repr__(self):
+        return self._describe() + (" (closed)" if self.closed else "")
+
+    @property
+    def closed(self):
+        return self._life.closed
+
     def synchronize(self):
-        _check(_lib.sp_stream_synchronize(self._handle))
+        with _Using("Stream.synchronize", self):
+            _check(_lib.sp_stream_synchronize(self._handle))
 
     def wait(self, other):
         """Makes this stream wait (on the device) for the work submitted so far to ``other``."""
-        _check(_lib.sp_stream_wait_stream(self._handle, other._handle))
+        _instance(other, Stream, "Stream.wait: other")
+        with _Using("Stream.wait", self, other):
+            _check(_lib.sp_stream_wait_stream(self._handle, other._handle))
 
     @property
     def native(self):
-        v = ctypes.c_void_p()
-        _check(_lib.sp_stream_native(self._handle, ctypes.byref(v)))
-        return v.value
+        with _Using("Stream.native", self):
+            v = ctypes.c_void_p()
+            _check(_lib.sp_stream_native(self._handle, ctypes.byref(v)))
+            return v.value
 
     def close(self):
-        self._finalizer()
+        """Waits for the stream's work and retires it (idempotent)."""
+        self._life.close()
+
+
+def _stream_for(stream, device, what):
+    """``stream``, checked to be a Stream on ``device``, or the thread's default stream there."""
+    if stream is None:
+        if device is None:
+            raise _invalid(f"{what}: no device to take a default stream from; pass stream=")
+        if device.closed:  # its memory still works, but the default stream is the device's
+            raise _invalid(f"{what}: {device._describe()} was closed; pass a live stream=")
+        return device.default_stream()
+    _instance(stream, Stream, f"{what}: stream")
+    if device is not None and stream.device._id != device._id:
+        raise _invalid(f"{what}: {stream!r} is not on {device._describe()}")
+    return stream
 
 
 # Reclaim hooks: one C trampoline for the life of the process (so no ctypes callback is ever freed
@@ -227,20 +439,28 @@ def _trampoline(user, nbytes):
 
 class Pool:
     """A stream-ordered sub-allocating pool: ``Pool(device, memory_limit=...)`` or
-    ``device.default_pool()``."""
+    ``device.default_pool()``.
+
+    close() drops this handle (idempotent): the Pool then raises InvalidArgument wherever it is
+    used, but arrays allocated from it keep working until they are freed.
+    """
+
+    _dead_verb = "closed"
 
     def __init__(self, device, memory_limit=0, small_max=None, stream_cache_bytes=None,
                  poison_on_free=False):
+        _instance(device, Device, "Pool: device")
         o = _capi.PoolOptions()
         _check(_lib.sp_pool_options_init(ctypes.byref(o)))
-        o.memory_limit = memory_limit
+        o.memory_limit = _integer(memory_limit, "Pool: memory_limit")
         if small_max is not None:
-            o.small_max = small_max
+            o.small_max = _integer(small_max, "Pool: small_max")
         if stream_cache_bytes is not None:
-            o.stream_cache_bytes = stream_cache_bytes
-        o.poison_on_free = int(poison_on_free)
+            o.stream_cache_bytes = _integer(stream_cache_bytes, "Pool: stream_cache_bytes")
+        o.poison_on_free = _flag(poison_on_free, "Pool: poison_on_free")
         h = ctypes.c_void_p()
-        _check(_lib.sp_pool_create(device._handle, ctypes.byref(o), ctypes.byref(h)))
+        with _Using("Pool", device):
+            _check(_lib.sp_pool_create(device._handle, ctypes.byref(o), ctypes.byref(h)))
         self._init(h.value, device)
 
     @classmethod
@@ -251,152 +471,294 @@ class Pool:
 
     def _init(self, handle, device):
         self._handle = handle
-        self.device = device
+        self.device = device  # None for the PyTorch plug-in's pools (streampool.torch.pool())
         self._hook_keys = []
-        self._finalizer = weakref.finalize(self, _destroy_pool, handle, self._hook_keys)
+        self._life = _Life(weakref.finalize(self, _destroy_pool, handle, self._hook_keys))
+
+    def _describe(self):
+        where = self.device._describe() if self.device is not None else "the PyTorch plug-in"
+        return f"Pool {self._handle:#x} on {where}"
+
+    def __repr__(self):
+        return self._describe() + (" (closed)" if self.closed else "")
+
+    @property
+    def closed(self):
+        return self._life.closed
 
     def allocate(self, nbytes, stream=None):
         """Raw stream-ordered allocation; returns the address. Free with deallocate()."""
-        stream = stream or self.device.default_stream()
-        p = ctypes.c_void_p()
-        _check(_lib.sp_pool_allocate(self._handle, nbytes, stream._handle, ctypes.byref(p)))
-        return p.value
+        nbytes = _integer(nbytes, "Pool.allocate: nbytes")
+        with _Using("Pool.allocate", self):
+            stream = _stream_for(stream, self.device, "Pool.allocate")
+            with _Using("Pool.allocate", stream):
+                p = ctypes.c_void_p()
+                _check(_lib.sp_pool_allocate(self._handle, nbytes, stream._handle,
+                                             ctypes.byref(p)))
+                return p.value
 
     def deallocate(self, ptr, stream=None):
-        _check(_lib.sp_pool_deallocate(self._handle, ptr, stream._handle if stream else None))
+        """Frees an address from allocate(); with no stream, after the work of every stream
+        that used it. The C layer refuses addresses it did not hand out, and double frees."""
+        ptr = _address(ptr, "Pool.deallocate: ptr")
+        if stream is None:
+            with _Using("Pool.deallocate", self):
+                _check(_lib.sp_pool_deallocate(self._handle, ptr, None))
+            return
+        _instance(stream, Stream, "Pool.deallocate: stream")
+        with _Using("Pool.deallocate", self, stream):
+            _check(_lib.sp_pool_deallocate(self._handle, ptr, stream._handle))
 
     def record_use(self, ptr, stream):
-        _check(_lib.sp_pool_record_use(self._handle, ptr, stream._handle))
+        ptr = _address(ptr, "Pool.record_use: ptr")
+        _instance(stream, Stream, "Pool.record_use: stream")
+        with _Using("Pool.record_use", self, stream):
+            _check(_lib.sp_pool_record_use(self._handle, ptr, stream._handle))
 
     def statistics(self):
-        st = _capi.PoolStatistics()
-        _check(_lib.sp_pool_get_statistics(self._handle, ctypes.byref(st)))
-        return {name: getattr(st, name) for name, _ in st._fields_}
+        with _Using("Pool.statistics", self):
+            st = _capi.PoolStatistics()
+            _check(_lib.sp_pool_get_statistics(self._handle, ctypes.byref(st)))
+            return {name: getattr(st, name) for name, _ in st._fields_}
 
     @property
     def memory_limit(self):
-        v = ctypes.c_size_t()
-        _check(_lib.sp_pool_get_memory_limit(self._handle, ctypes.byref(v)))
-        return v.value
+        with _Using("Pool.memory_limit", self):
+            v = ctypes.c_size_t()
+            _check(_lib.sp_pool_get_memory_limit(self._handle, ctypes.byref(v)))
+            return v.value
 
     @memory_limit.setter
     def memory_limit(self, nbytes):
-        _check(_lib.sp_pool_set_memory_limit(self._handle, nbytes))
+        nbytes = _integer(nbytes, "Pool.memory_limit")
+        with _Using("Pool.memory_limit", self):
+            _check(_lib.sp_pool_set_memory_limit(self._handle, nbytes))
 
     def trim(self):
-        v = ctypes.c_size_t()
-        _check(_lib.sp_pool_trim(self._handle, ctypes.byref(v)))
-        return v.value
+        with _Using("Pool.trim", self):
+            v = ctypes.c_size_t()
+            _check(_lib.sp_pool_trim(self._handle, ctypes.byref(v)))
+            return v.value
 
     def add_reclaim_hook(self, fn):
         """``fn(bytes_needed)`` runs when an allocation would fail, on the allocating thread, with
         no pool lock held: it may free memory, e.g. by calling gc.collect(). Returns an id."""
-        key = next(_hook_keys)
-        _hooks[key] = fn
-        hid = ctypes.c_uint64()
-        try:
-            _check(_lib.sp_pool_add_reclaim_hook(self._handle, _trampoline, key,
-                                                 ctypes.byref(hid)))
-        except BaseException:
-            del _hooks[key]
-            raise
-        self._hook_keys.append(key)
-        return (hid.value, key)
+        if not callable(fn):
+            raise _wrong_type(f"Pool.add_reclaim_hook: {fn!r} is not callable")
+        with _Using("Pool.add_reclaim_hook", self):
+            key = next(_hook_keys)
+            _hooks[key] = fn
+            hid = ctypes.c_uint64()
+            try:
+                _check(_lib.sp_pool_add_reclaim_hook(self._handle, _trampoline, key,
+                                                     ctypes.byref(hid)))
+            except BaseException:
+                del _hooks[key]
+                raise
+            self._hook_keys.append(key)
+            return (hid.value, key)
 
     def remove_reclaim_hook(self, hook_id):
-        hid, key = hook_id
-        _check(_lib.sp_pool_remove_reclaim_hook(self._handle, hid))
-        _hooks.pop(key, None)
-        self._hook_keys.remove(key)
+        with _Using("Pool.remove_reclaim_hook", self):
+            if not (isinstance(hook_id, tuple) and len(hook_id) == 2):
+                raise _wrong_type(f"Pool.remove_reclaim_hook: {hook_id!r} is not an id from "
+                                  "add_reclaim_hook")
+            hid, key = hook_id
+            if key not in self._hook_keys:
+                raise _invalid(f"Pool.remove_reclaim_hook: no hook {hook_id!r} on {self!r}")
+            _check(_lib.sp_pool_remove_reclaim_hook(self._handle, hid))
+            _hooks.pop(key, None)
+            self._hook_keys.remove(key)
 
     def close(self):
-        self._finalizer()
+        """Drops this handle (idempotent); memory still allocated keeps the pool alive."""
+        self._life.close()
 
 
-def _typecode_size(typecode):
-    return _array.array(typecode).itemsize
+# The array module's typecodes that struct packs the same way ('u' and 'w' are characters, not
+# numbers, and sp_fill has no pattern for them). Integer ranges come from the item size.
+_itemsizes = {c: _array.array(c).itemsize for c in "bBhHiIlLqQfd"}
+
+
+def _typecode(typecode, what):
+    if not isinstance(typecode, str):
+        raise _wrong_type(f"{what}: typecode {typecode!r} is not a str")
+    if typecode not in _itemsizes:
+        raise _invalid(f"{what}: typecode {typecode!r} is not one of "
+                       f"{''.join(_itemsizes)!r}")
+    return typecode
+
+
+def _pattern(typecode, value, what):
+    """The fill pattern for ``value``: the little-endian integer of its bytes as one element."""
+    if isinstance(value, bool):
+        raise _wrong_type(f"{what}: {value!r} is a bool, not a number for typecode {typecode!r}")
+    if typecode in "fd":
+        if not isinstance(value, numbers.Real):
+            raise _wrong_type(f"{what}: {value!r} is a {type(value).__name__}, not a number")
+        try:
+            # Standard size (the same as native for 'f' and 'd'): native packing would turn a
+            # double too big for a float into inf without a word.
+            raw = struct.pack("=" + typecode, float(value))
+        except OverflowError:  # an int too big for a double, or a double too big for a float
+            raise _invalid(f"{what}: {value!r} is out of range for typecode {typecode!r}") from None
+    else:
+        try:
+            v = operator.index(value)  # 3.0 is refused: an int array holds no fractions
+        except TypeError:
+            raise _wrong_type(f"{what}: {value!r} is a {type(value).__name__}, not an int for "
+                              f"typecode {typecode!r}") from None
+        bits = 8 * _itemsizes[typecode]
+        lo, hi = (0, (1 << bits) - 1) if typecode.isupper() else (-(1 << (bits - 1)),
+                                                                   (1 << (bits - 1)) - 1)
+        if not lo <= v <= hi:
+            raise _invalid(f"{what}: {v} is out of range for typecode {typecode!r} "
+                           f"({lo} to {hi})")
+        # Native sizes, as array.array has them: "=l" would pack 4 bytes for an 8-byte 'l'.
+        raw = struct.pack(typecode, v)
+    return int.from_bytes(raw, sys.byteorder)
+
+
+def _buffer(data, what):
+    try:
+        return memoryview(data)
+    except TypeError:
+        raise _wrong_type(f"{what}: a {type(data).__name__} is not a buffer (array.array, bytes, "
+                          "bytearray, memoryview, numpy array...)") from None
 
 
 class Array:
     """``n`` elements of ``typecode`` (the array module's codes: 'f', 'd', 'i', 'q', 'B', ...) in
     device memory from ``pool``. Freed by its finalizer, in any order relative to its stream and
-    pool."""
+    pool, or by free(): after that every method raises InvalidArgument naming the array (its
+    address may already hold another array), while ``size``, ``typecode``, ``nbytes`` and
+    ``freed`` stay readable."""
+
+    _dead_verb = "freed"
 
     def __init__(self, n, typecode="f", pool=None, device=None, stream=None):
+        typecode = _typecode(typecode, "Array")
+        n = _integer(n, "Array: size", maximum=None)  # the byte count is checked below
+        itemsize = _itemsizes[typecode]
+        nbytes = n * itemsize  # exact: a Python int never wraps, so the check below is sound
+        if nbytes > MAX_ALLOCATION_BYTES:
+            raise _invalid(f"Array: {n} elements of typecode {typecode!r} are {nbytes} bytes, "
+                           f"beyond the most any device can hold ({MAX_ALLOCATION_BYTES} bytes)")
         if pool is None:
             if device is None:
-                raise InvalidArgument(_capi.INVALID_ARGUMENT, "Array: give a pool or a device")
-            pool = device.default_pool()
+                raise _invalid("Array: give a pool or a device")
+            pool = _instance(device, Device, "Array: device").default_pool()
+        else:
+            _instance(pool, Pool, "Array: pool")
+            if device is not None and (pool.device is None or
+                                       _instance(device, Device, "Array: device")._id
+                                       != pool.device._id):
+                raise _invalid(f"Array: {pool!r} is not on {device!r}")
         self.pool = pool
         self.device = pool.device
         self.typecode = typecode
-        self.itemsize = _typecode_size(typecode)
+        self.itemsize = itemsize
         self.size = n
-        self.nbytes = n * self.itemsize
-        self.ptr = pool.allocate(max(self.nbytes, 1), stream or self.device.default_stream())
-        self._finalizer = weakref.finalize(self, _free, self.ptr)
+        self.nbytes = nbytes
+        self._ptr = pool.allocate(max(nbytes, 1), stream)
+        self._life = _Life(weakref.finalize(self, _free, self._ptr))
 
     @classmethod
     def from_buffer(cls, data, pool=None, device=None, stream=None, typecode=None):
         """An upload of ``data`` (array.array, memoryview, bytes, numpy array...)."""
-        mv = memoryview(data)
+        mv = _buffer(data, "Array.from_buffer")
         if typecode is None:
             typecode = getattr(data, "typecode", None) or _format_to_typecode(mv.format)
-        a = cls(mv.nbytes // _typecode_size(typecode), typecode, pool=pool, device=device,
-                stream=stream)
+        typecode = _typecode(typecode, "Array.from_buffer")
+        n, rest = divmod(mv.nbytes, _itemsizes[typecode])
+        if rest:
+            raise _invalid(f"Array.from_buffer: {mv.nbytes} bytes are not a whole number of "
+                           f"typecode {typecode!r} elements ({_itemsizes[typecode]} bytes each)")
+        a = cls(n, typecode, pool=pool, device=device, stream=stream)
         a.upload(mv, stream=stream)
         return a
+
+    def _describe(self):
+        return f"Array of {self.size} {self.typecode!r} at {self._ptr:#x}"
+
+    def __repr__(self):
+        return self._describe() + (" (freed)" if self.freed else "")
 
     def __len__(self):
         return self.size
 
-    def _stream(self, stream):
-        return stream or self.device.default_stream()
+    @property
+    def freed(self):
+        return self._life.closed
+
+    @property
+    def ptr(self):
+        """The device address; InvalidArgument once freed (it may hold another array by then)."""
+        with _Using("Array.ptr", self):
+            return self._ptr
+
+    def _use(self, stream, what, *others):
+        """Marks this array, ``others`` and the stream in use (raising for the first one freed or
+        closed, this array first); returns the context manager and the stream."""
+        if self._life.closed:
+            raise _invalid(f"{what}: {self._describe()} was freed")
+        stream = _stream_for(stream, self.device, what)
+        return _Using(what, self, *others, stream), stream
 
     def upload(self, data, stream=None):
         """Copies host data in; returns once it is staged (``data`` may be reused at once)."""
-        mv = memoryview(data)
-        if mv.nbytes != self.nbytes:
-            raise InvalidArgument(_capi.INVALID_ARGUMENT,
-                                  f"upload: {mv.nbytes} bytes of host data for an array of "
-                                  f"{self.nbytes} bytes")
-        if self.nbytes == 0:
-            return
-        buf, keep = _host_pointer(mv, writable=False)
-        _check(_lib.sp_memcpy_to_device(self._stream(stream)._handle, self.ptr, buf,
-                                        self.nbytes))
-        del keep
+        mv = _buffer(data, "Array.upload")
+        using, stream = self._use(stream, "Array.upload")
+        with using:
+            if mv.nbytes != self.nbytes:
+                raise _invalid(f"Array.upload: {mv.nbytes} bytes of host data for {self!r} "
+                               f"({self.nbytes} bytes)")
+            if self.nbytes == 0:
+                return
+            buf, keep = _host_pointer(mv, writable=False)
+            _check(_lib.sp_memcpy_to_device(stream._handle, self._ptr, buf, self.nbytes))
+            del keep
 
     def download(self, out=None, stream=None):
         """Copies the array to host memory: into ``out`` (a writable buffer), or a new
         array.array. Returns once the data is there."""
-        if out is None:
-            out = _array.array(self.typecode, bytes(self.nbytes))
-        mv = memoryview(out)
-        if mv.nbytes != self.nbytes:
-            raise InvalidArgument(_capi.INVALID_ARGUMENT,
-                                  f"download: a host buffer of {mv.nbytes} bytes for an array of "
-                                  f"{self.nbytes} bytes")
-        if self.nbytes:
-            buf, keep = _host_pointer(mv, writable=True)
-            _check(_lib.sp_memcpy_to_host(self._stream(stream)._handle, buf, self.ptr,
-                                          self.nbytes))
-            del keep
-        return out
+        mv = None if out is None else _buffer(out, "Array.download")
+        using, stream = self._use(stream, "Array.download")
+        with using:
+            if out is None:
+                out = _array.array(self.typecode, bytes(self.nbytes))
+                mv = memoryview(out)
+            if mv.nbytes != self.nbytes:
+                raise _invalid(f"Array.download: a host buffer of {mv.nbytes} bytes for {self!r} "
+                               f"({self.nbytes} bytes)")
+            if self.nbytes:
+                buf, keep = _host_pointer(mv, writable=True)
+                _check(_lib.sp_memcpy_to_host(stream._handle, buf, self._ptr, self.nbytes))
+                del keep
+            return out
 
     def fill(self, value, stream=None):
-        raw = struct.pack("=" + self.typecode, value)
-        pattern = int.from_bytes(raw, "little")
-        _check(_lib.sp_fill(self._stream(stream)._handle, self.ptr, pattern, self.itemsize,
-                            self.size))
+        """Sets every element to ``value`` (an int for integer typecodes, any real number for
+        'f' and 'd'); out of range is InvalidArgument, a wrong type InvalidType."""
+        using, stream = self._use(stream, "Array.fill")
+        pattern = _pattern(self.typecode, value, "Array.fill")
+        with using:
+            _check(_lib.sp_fill(stream._handle, self._ptr, pattern, self.itemsize, self.size))
 
     def copy_from(self, other, stream=None):
-        if other.nbytes != self.nbytes:
-            raise InvalidArgument(_capi.INVALID_ARGUMENT,
-                                  f"copy_from: {other.nbytes} bytes into {self.nbytes} bytes")
-        if self.nbytes:
-            _check(_lib.sp_memcpy_device(self._stream(stream)._handle, self.ptr, other.ptr,
-                                         self.nbytes))
+        """Copies ``other`` (an Array of the same typecode and length on the same device) in."""
+        _instance(other, Array, "Array.copy_from")
+        using, stream = self._use(stream, "Array.copy_from", other)
+        with using:
+            if other.typecode != self.typecode or other.size != self.size:
+                raise _invalid(f"Array.copy_from: {other!r} into {self!r}: the typecodes and "
+                               "lengths must match")
+            if other.device._id != self.device._id:
+                raise _invalid(f"Array.copy_from: {other!r} is on {other.device._describe()}, "
+                               f"{self!r} on {self.device._describe()}")
+            # From itself: nothing changes (and the backend's memcpy must not see overlap).
+            if self.nbytes and other is not self:
+                _check(_lib.sp_memcpy_device(stream._handle, self._ptr, other._ptr, self.nbytes))
 
     def tolist(self, stream=None):
         return self.download(stream=stream).tolist()
@@ -407,8 +769,9 @@ class Array:
         return np.frombuffer(self.download(stream=stream), dtype=self.typecode).copy()
 
     def free(self):
-        """Frees now (otherwise the finalizer does)."""
-        self._finalizer()
+        """Frees now (otherwise the finalizer does); idempotent. A download or other use in
+        flight on another thread finishes first."""
+        self._life.close()
 
 
 _format_codes = {"f": "f", "d": "d", "i": "i", "I": "I", "l": "l", "L": "L", "q": "q", "Q": "Q",
@@ -420,21 +783,27 @@ def _format_to_typecode(fmt):
     try:
         return _format_codes[fmt]
     except KeyError:
-        raise InvalidArgument(_capi.INVALID_ARGUMENT,
-                              f"buffer format {fmt!r} has no array typecode; pass typecode=")
+        raise _invalid(f"buffer format {fmt!r} has no array typecode; pass typecode=") from None
 
 
 def _host_pointer(mv, writable):
     """An address for a contiguous view of ``mv``, and an object to keep alive meanwhile."""
     if not mv.c_contiguous:
         if writable:
-            raise InvalidArgument(_capi.INVALID_ARGUMENT, "download: the buffer is not contiguous")
+            raise _invalid("Array.download: the buffer is not contiguous")
         mv = memoryview(mv.tobytes())
-    flat = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
-    if flat.readonly:
+    if mv.format != "B" or mv.ndim != 1:
+        try:
+            mv = mv.cast("B")
+        except (TypeError, ValueError):  # a format that cast() refuses ('<f', structs)
+            if writable:
+                raise _invalid(f"Array.download: a buffer of format {mv.format!r} cannot be "
+                               "written as bytes; pass a bytearray or array.array") from None
+            mv = memoryview(mv.tobytes())
+    if mv.readonly:
         if writable:
-            raise InvalidArgument(_capi.INVALID_ARGUMENT, "download: the buffer is read-only")
-        copy = ctypes.create_string_buffer(flat.tobytes(), flat.nbytes)
+            raise _invalid("Array.download: the buffer is read-only")
+        copy = ctypes.create_string_buffer(mv.tobytes(), mv.nbytes)
         return ctypes.addressof(copy), copy
-    c = (ctypes.c_char * flat.nbytes).from_buffer(flat)
-    return ctypes.addressof(c), (c, flat)
+    c = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+    return ctypes.addressof(c), (c, mv)
