@@ -7,28 +7,8 @@
 #include <string.h>
 #include <pthread.h> /* not C11 <threads.h>: ThreadSanitizer does not intercept thrd_create */
 
+#include "check.h"
 #include "streampool.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-      ++failures;                                                                \
-    }                                                                            \
-  } while (0)
-
-/* Calls that must succeed: on failure print the status and message, and count it. */
-#define OK(call)                                                                           \
-  do {                                                                                     \
-    sp_status_t ok_status_ = (call);                                                       \
-    if (ok_status_ != STREAMPOOL_STATUS_SUCCESS) {                                         \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call,                 \
-              sp_status_string(ok_status_), sp_last_error_message());                      \
-      ++failures;                                                                          \
-    }                                                                                      \
-  } while (0)
 
 /* A call that must fail with `status` and a last-error message containing `needle`. */
 #define FAILS(call, status, needle)                                                         \
@@ -42,26 +22,7 @@ static int failures = 0;
     }                                                                                      \
   } while (0)
 
-static sp_device_t checking_device(void) {
-  sp_host_options_t o;
-  sp_device_t d = NULL;
-  OK(sp_host_options_init(&o));
-  o.checking = 1;
-  o.max_delay_us = 20; /* makes unordered reuse actually overlap */
-  OK(sp_device_create_host(&o, &d));
-  return d;
-}
-
-static void expect_no_violations(sp_device_t d) {
-  size_t n = 99;
-  OK(sp_device_violation_count(d, &n));
-  if (n != 0) {
-    const char* text = NULL;
-    OK(sp_device_violation_message(d, 0, &text));
-    fprintf(stderr, "violation: %s\n", text != NULL ? text : "?");
-  }
-  CHECK(n == 0);
-}
+static sp_device_t checking_device(void) { return checking_device_with_delay(20); }
 
 static sp_pool_t limited_pool(sp_device_t d, size_t limit) {
   sp_pool_options_t po;

@@ -9,27 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "streampool.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
-
-#define OK(call)                                                          \
-  do {                                                                    \
-    sp_status_t ok_status_ = (call);                                      \
-    if (ok_status_ != STREAMPOOL_STATUS_SUCCESS) {                        \
-      fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, \
-              sp_status_string(ok_status_), sp_last_error_message());     \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 /* A call that must fail with INVALID_ARGUMENT and a message containing every non-NULL needle. */
 #define REFUSED(call, n1, n2, n3)                                                                  \
@@ -57,25 +38,7 @@ static const char* ptr_text(const void* p, char* buf, size_t n) {
   return buf;
 }
 
-static sp_device_t checking_device(void) {
-  sp_host_options_t o;
-  sp_device_t d = NULL;
-  OK(sp_host_options_init(&o));
-  o.checking = 1;
-  OK(sp_device_create_host(&o, &d));
-  return d;
-}
-
-static void expect_no_violations(sp_device_t d) {
-  size_t n = 99;
-  OK(sp_device_violation_count(d, &n));
-  if (n != 0) {
-    const char* text = NULL;
-    OK(sp_device_violation_message(d, 0, &text));
-    fprintf(stderr, "violation: %s\n", text != NULL ? text : "?");
-  }
-  CHECK(n == 0);
-}
+static sp_device_t checking_device(void) { return checking_device_with_delay(0); }
 
 /* Freed memory that the pool has not handed out again is still mapped, which is exactly why a
  * helper writing to it used to succeed silently. */
