@@ -58,11 +58,13 @@ const stream::impl& stream::checked_impl() const {
 }
 
 stream_ref stream::ref() const {
-  if (impl_ == nullptr) [[unlikely]] (void)checked_impl();
+  if (impl_ == nullptr) [[unlikely]]
+    (void)checked_impl();
   return stream_ref(impl_.get());
 }
 stream::operator stream_ref() const {
-  if (impl_ == nullptr) [[unlikely]] (void)checked_impl();
+  if (impl_ == nullptr) [[unlikely]]
+    (void)checked_impl();
   return stream_ref(impl_.get());
 }
 void stream::synchronize() const { ref().synchronize(); }
