@@ -59,6 +59,11 @@ stream_ref lookup_cached(std::uint64_t device_id, void* handle, bool& hit) noexc
 }
 }  // namespace detail
 
+void* wrappable_queue(const device& d, void* handle) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): CU_STREAM_LEGACY is a handle value, not an address
+  return handle == nullptr && is_cuda(d) ? reinterpret_cast<void*>(cuda_legacy) : handle;
+}
+
 stream_ref native_stream(const device& d, void* handle) {
   bool hit = false;
   stream_ref s = detail::lookup_cached(d.id(), handle, hit);
@@ -77,7 +82,7 @@ stream_ref native_stream(const device& d, void* handle) {
     }
   } else {
     // The legacy default stream has two names (0 and CU_STREAM_LEGACY): one wrapper for both.
-    void* key = is_cuda(d) && h == 0 ? reinterpret_cast<void*>(cuda_legacy) : handle;
+    void* key = wrappable_queue(d, handle);
     STREAMPOOL_EXPECTS(key != nullptr, "native stream: a null handle on a non-CUDA device");
     registry& r = the_registry();
     std::lock_guard lock(r.mu);

@@ -23,6 +23,10 @@
 
 namespace streampool::c_api {
 
+/// What stream::wrap takes for `handle` on `d`: the handle itself, except that on CUDA the legacy
+/// default stream's first name, 0, becomes its other one, CU_STREAM_LEGACY (the backends take no
+/// null queue). nullptr for a null handle on a backend without such a stream.
+[[nodiscard]] void* wrappable_queue(const device& d, void* handle);
 /// The wrapper of `handle` on device `d` (created on first use).
 [[nodiscard]] stream_ref native_stream(const device& d, void* handle);
 /// The same, when only the device's id is at hand: the cache hit needs no device; a miss calls

@@ -1,17 +1,13 @@
 // streampool C ABI: streams.
-#include <cstdint>
 #include <string>
 
 #include "handles.hpp"
+#include "native_streams.hpp"
 #include "streampool/timeline.hpp"
 
 using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::require;
-
-namespace {
-constexpr std::uintptr_t cuda_stream_legacy = 0x1;  // CU_STREAM_LEGACY
-}  // namespace
 
 extern "C" {
 
@@ -27,21 +23,17 @@ sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t*
   return guarded([&] {
     require(device, "sp_stream_wrap", "device");
     require(stream, "sp_stream_wrap", "stream (the output)");
-    void* queue = native_stream;
+    // A framework's "current stream" is often 0, CUDA's legacy default stream, wrapped by its
+    // other name as the native-handle path does. Other backends have no such stream: refuse
+    // rather than guess one, which could order work differently from what the caller means.
+    void* queue = streampool::c_api::wrappable_queue(device->dev, native_stream);
     if (queue == nullptr) {
-      // A framework's "current stream" is often 0, CUDA's legacy default stream. The backends take
-      // no null queue, so it is wrapped by its other name, CU_STREAM_LEGACY, as the native-handle
-      // path does (native_streams.cpp). Other backends have no such stream: refuse rather than
-      // guess one, which could order work differently from what the caller means.
       const std::string& backend = device->dev.get_backend().name();
-      if (backend != "cuda") {
-        throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                    "streampool: sp_stream_wrap: native_stream NULL means the legacy default "
-                    "stream, which the " +
-                        backend + " backend (device " + std::to_string(device->dev.id()) +
-                        ") does not have; use sp_stream_create"};
-      }
-      queue = reinterpret_cast<void*>(cuda_stream_legacy);  // NOLINT(performance-no-int-to-ptr)
+      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                  "streampool: sp_stream_wrap: native_stream NULL means the legacy default "
+                  "stream, which the " +
+                      backend + " backend (device " + std::to_string(device->dev.id()) +
+                      ") does not have; use sp_stream_create"};
     }
     *stream = new sp_stream_s{streampool::stream::wrap(device->dev, queue)};
   });
