@@ -77,7 +77,9 @@ class mixed_runner {
     for (std::size_t i = 0; i < mixed_pattern::live; ++i) {
       bytes_[i] = p_.initial[i];
       ptr_[i] = a_.allocate(bytes_[i]);
+      live_ += bytes_[i];
     }
+    peak_ = live_;
   }
   mixed_runner(const mixed_runner&) = delete;
   mixed_runner& operator=(const mixed_runner&) = delete;
@@ -90,10 +92,16 @@ class mixed_runner {
     const std::size_t k = next_++ & (mixed_pattern::length - 1);
     const std::uint32_t s = p_.slot[k];
     a_.deallocate(ptr_[s], bytes_[s]);
+    live_ -= bytes_[s];
     bytes_[s] = p_.size[k];
     ptr_[s] = a_.allocate(bytes_[s]);
+    live_ += bytes_[s];
+    if (live_ > peak_) peak_ = live_;
     return ptr_[s];
   }
+
+  /// The most bytes this runner had live at once (as requested, before any rounding).
+  [[nodiscard]] std::size_t peak_live() const noexcept { return peak_; }
 
  private:
   Alloc& a_;
@@ -101,6 +109,7 @@ class mixed_runner {
   std::vector<void*> ptr_;
   std::vector<std::size_t> bytes_;
   std::size_t next_ = 0;
+  std::size_t live_ = 0, peak_ = 0;
 };
 
 /// glibc malloc/free: the host reference.

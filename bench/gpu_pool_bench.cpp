@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "bench_workloads.hpp"
@@ -186,12 +187,26 @@ double mixed_ns() {
 
 // ---- 2. aggregate pairs/s -----------------------------------------------------------------------
 
+/// What the last streampool run of pairs_per_s left behind (issue 8's memory and contention check).
+struct scaling_note {
+  std::size_t peak_live_sum = 0;  // the threads' peak live bytes (mixed: as requested), summed
+  std::uint64_t contended = 0;    // the pool's contended lock acquisitions during the run
+  lock_contention by_lock;        // the same, by lock (pool totals at the end of the run)
+};
+scaling_note last_scaling;
+
 template <class A>
 double pairs_per_s(int threads, bool mixed) {
   const double seconds = quick ? 0.05 : 0.25;
   std::atomic<int> ready{0};
   std::atomic<bool> go{false}, stop{false};
   std::vector<std::uint64_t> count(static_cast<std::size_t>(threads), 0);
+  std::vector<std::size_t> peak(static_cast<std::size_t>(threads), 0);
+  constexpr bool is_pool = std::is_same_v<A, streampool_alloc>;
+  std::uint64_t contended0 = 0;
+  if constexpr (is_pool) {
+    contended0 = cuda_device::get().default_pool().statistics().contention.total();
+  }
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
@@ -215,6 +230,7 @@ double pairs_per_s(int threads, bool mixed) {
         n += 32;
       }
       count[static_cast<std::size_t>(t)] = n;
+      peak[static_cast<std::size_t>(t)] = mixed ? run->peak_live() : 4096;
     });
   }
   while (ready.load() < threads) std::this_thread::yield();
@@ -227,6 +243,13 @@ double pairs_per_s(int threads, bool mixed) {
   const double wall = seconds_since(t0);
   std::uint64_t total = 0;
   for (auto c : count) total += c;
+  if constexpr (is_pool) {
+    const pool_statistics st = cuda_device::get().default_pool().statistics();
+    last_scaling.peak_live_sum = 0;
+    for (auto p : peak) last_scaling.peak_live_sum += p;
+    last_scaling.contended = st.contention.total() - contended0;
+    last_scaling.by_lock = st.contention;
+  }
   return static_cast<double>(total) / wall;
 }
 
@@ -299,6 +322,22 @@ cross_result cross_stream(const std::function<std::size_t()>& reserved,
 }
 
 // ---- the run -----------------------------------------------------------------------------------
+
+std::string format_row(const std::string& run, double contended_per_kpair, std::size_t reserved,
+                       std::size_t peak_reserved, std::size_t peak_live_sum,
+                       const lock_contention& c) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "| %s | %.3f | %zu | %zu | %.1f | %.2f | %llu, %llu, %llu, %llu, %llu, %llu |\n",
+                run.c_str(), contended_per_kpair, reserved >> 20, peak_reserved >> 20,
+                static_cast<double>(peak_live_sum) / (1 << 20),
+                peak_live_sum > 0 ? static_cast<double>(reserved) / static_cast<double>(peak_live_sum) : 0.0,
+                static_cast<unsigned long long>(c.stream_caches),
+                static_cast<unsigned long long>(c.class_lists),
+                static_cast<unsigned long long>(c.large_shards),
+                static_cast<unsigned long long>(c.growth),
+                static_cast<unsigned long long>(c.segments), static_cast<unsigned long long>(c.other));
+  return buf;
+}
 
 struct row {
   std::string measure;
@@ -418,6 +457,7 @@ int main(int argc, char** argv) {
 
   // 2. aggregate throughput
   std::vector<row> rate;
+  std::vector<std::string> scaling;  // streampool's contention and memory per run
   for (bool mixed : {false, true}) {
     for (int threads : {1, 4, 16}) {
       row r;
@@ -425,9 +465,24 @@ int main(int argc, char** argv) {
                   (threads == 1 ? " thread" : " threads");
       for_each_allocator([&]<class A>() { r.v[A::name] = pairs_per_s<A>(threads, mixed) / 1e6; });
       rate.push_back(r);
+      const pool_statistics st = cuda_device::get().default_pool().statistics();
+      const double pairs = r.v["streampool"] * 1e6 * (quick ? 0.05 : 0.25);
+      const lock_contention& c = last_scaling.by_lock;
+      scaling.push_back(format_row(
+          r.measure, pairs > 0 ? 1e3 * static_cast<double>(last_scaling.contended) / pairs : 0,
+          st.reserved_bytes, st.peak_reserved_bytes, last_scaling.peak_live_sum, c));
     }
   }
   print_table("2. aggregate M pairs/s, each thread on its own stream", "M pairs/s", rate, false);
+  std::printf(
+      "\n### 2b. streampool in those runs: contended lock acquisitions and memory\n\n"
+      "Reserved: the pool's, right after the run (it also holds what earlier runs left). Threads' "
+      "peak live: each thread's most bytes live at once as requested, summed over the run's "
+      "threads. By lock: the pool's totals so far.\n\n"
+      "| run | contended per 1,000 pairs | reserved MiB | peak reserved MiB | threads' peak "
+      "live MiB | reserved / threads' peak live | by lock: caches, class lists, large shards, "
+      "growth, segments, other |\n|---|---:|---:|---:|---:|---:|---|\n");
+  for (const std::string& line : scaling) std::printf("%s", line.c_str());
 
   // 3. cross-stream reuse
   std::map<std::string, cross_result> cross;

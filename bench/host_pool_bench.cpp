@@ -34,17 +34,46 @@ struct host_device {
 };
 using host_pool_allocator = pool_allocator<host_device>;
 
+/// Contended lock acquisitions of the pool per 1,000 pairs over the timed loop (streampool only):
+/// the column that shows which runs the threads spent waiting for each other. Thread 0 reads the
+/// pool's counters before and after; the others report 0, and the counter sums over threads.
+template <class Alloc>
+class contention_counter {
+ public:
+  explicit contention_counter(const Alloc& a, const benchmark::State& state) {
+    if constexpr (requires { a.get_pool(); }) {
+      if (state.thread_index() == 0) before_ = a.get_pool().statistics().contention.total();
+    }
+  }
+  void report(const Alloc& a, benchmark::State& state) const {
+    if constexpr (requires { a.get_pool(); }) {
+      double per_kpair = 0;
+      if (state.thread_index() == 0) {
+        const auto waited = a.get_pool().statistics().contention.total() - before_;
+        per_kpair = 1e3 * static_cast<double>(waited) /
+                    static_cast<double>(state.iterations() * state.threads());
+      }
+      state.counters["contended/kpair"] = per_kpair;
+    }
+  }
+
+ private:
+  std::uint64_t before_ = 0;
+};
+
 template <class Alloc>
 void bm_pair(benchmark::State& state) {
   Alloc a;  // per thread: streampool creates this thread's stream here
   const auto n = static_cast<std::size_t>(state.range(0));
   for (int i = 0; i < 16; ++i) a.deallocate(a.allocate(n), n);  // warm the thread's cache
+  const contention_counter<Alloc> contention(a, state);
   for (auto _ : state) {
     void* p = a.allocate(n);
     benchmark::DoNotOptimize(p);
     a.deallocate(p, n);
   }
   state.SetItemsProcessed(state.iterations());
+  contention.report(a, state);
 }
 
 template <class Alloc>
@@ -52,8 +81,10 @@ void bm_mixed(benchmark::State& state) {
   Alloc a;
   mixed_runner<Alloc> run(a);
   for (std::size_t i = 0; i < mixed_pattern::length / 8; ++i) run.step();  // warm
+  const contention_counter<Alloc> contention(a, state);
   for (auto _ : state) benchmark::DoNotOptimize(run.step());
   state.SetItemsProcessed(state.iterations());
+  contention.report(a, state);
 }
 
 template <class Alloc>
@@ -145,6 +176,14 @@ int main(int argc, char** argv) {
   ratio_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_summary();
+  const lock_contention c = host_device::get().default_pool().statistics().contention;
+  std::printf(
+      "\nstreampool: contended lock acquisitions over the whole run, by lock: stream caches %llu, "
+      "class lists %llu, large shards %llu, growth %llu, segments %llu, other %llu\n",
+      static_cast<unsigned long long>(c.stream_caches),
+      static_cast<unsigned long long>(c.class_lists),
+      static_cast<unsigned long long>(c.large_shards), static_cast<unsigned long long>(c.growth),
+      static_cast<unsigned long long>(c.segments), static_cast<unsigned long long>(c.other));
   benchmark::Shutdown();
   return 0;
 }

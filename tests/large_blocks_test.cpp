@@ -331,3 +331,46 @@ TEST(LargeBlocks, ThreadsGrowingAtOnceNeverGetUnmappedMemory) {
   // thread freed a fitting block are kept for the next growth, not released.
   EXPECT_EQ(st.upstream_releases, 0u);
 }
+
+// ---- shards (large_shard.hpp): each stream allocates from its own shard ----------------------
+
+TEST(LargeBlocks, ANewStreamInheritsTheShardOfOneThatIsGone) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  {
+    sp::stream a(d);
+    for (int i = 0; i < 3; ++i) step(p, a);
+    a.synchronize();
+  }
+  // A later stream (a benchmark's next round, a server's next request) gets the free shard, so
+  // its steady state finds the memory there: no growth, no upstream call.
+  const auto before = p.statistics();
+  sp::stream b(d);
+  for (int i = 0; i < 3; ++i) step(p, b);
+  const auto after = p.statistics();
+  EXPECT_EQ(after.upstream_calls(), before.upstream_calls());
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.live_bytes, 0u);
+}
+
+TEST(LargeBlocks, FreesOnAnotherStreamGoToTheBlocksShard) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream a(d), b(d);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i) blocks.push_back(p.allocate(a, (1 + i % 4) * MiB));
+  for (void* q : blocks) p.deallocate(b, q);  // into a's shard, behind b's work
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+  EXPECT_THROW(p.deallocate(b, blocks.front()), std::logic_error);  // still a double free
+  // b's request finds them (another shard's free blocks before any growth), behind b's own
+  // point: no wait needed.
+  const auto before = p.statistics();
+  void* q = p.allocate(b, 2 * MiB);
+  EXPECT_EQ(p.statistics().upstream_calls(), before.upstream_calls());
+  EXPECT_EQ(p.statistics().device_waits, before.device_waits);
+  p.deallocate(b, q);
+  b.synchronize();
+  a.synchronize();
+  EXPECT_GT(p.trim(), 0u);
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+}

@@ -77,13 +77,29 @@ struct stream_statistics {
   std::size_t cached_bytes = 0;  ///< held in this stream's cache
 };
 
+/// Lock acquisitions that found the lock held, per kind of lock, since the pool was made: how often
+/// threads got in each other's way. Threads on their own streams should find every lock but
+/// growth's free; a count that climbs with the thread count names the lock that stops them
+/// scaling. Counting costs nothing while a lock is free (a try_lock first).
+struct lock_contention {
+  std::uint64_t stream_caches = 0;  ///< a stream's cache (two threads on one stream, or a steal)
+  std::uint64_t class_lists = 0;    ///< the shared list of a small size class
+  std::uint64_t large_shards = 0;   ///< a shard of the large blocks
+  std::uint64_t growth = 0;         ///< large-block growth and give-back (driver calls)
+  std::uint64_t segments = 0;       ///< the segment registry and the reserved count
+  std::uint64_t other = 0;          ///< the cache registry, reclaim hooks, recorded uses
+  [[nodiscard]] std::uint64_t total() const noexcept {
+    return stream_caches + class_lists + large_shards + growth + segments + other;
+  }
+};
+
 struct pool_statistics {
   std::size_t live_bytes = 0;      ///< handed out now (block sizes, i.e. after rounding)
   std::size_t cached_bytes = 0;    ///< free in stream caches and shared lists
   std::size_t reserved_bytes = 0;  ///< held from the upstream (allocations + physical granules)
-  /// The highest live_bytes ever reached: exact with one stream; while several streams reuse
-  /// small blocks at once, low by at most 64 KiB per other stream (each stream adds its small
-  /// reuses to the shared count in steps of 64 KiB, so that threads share no written cache line).
+  /// The highest live_bytes ever reached: exact with one stream; while several streams allocate
+  /// at once, low by at most 16 MiB per other stream (each stream adds its changes to the shared
+  /// count in steps of 16 MiB, so that threads share no written cache line).
   std::size_t peak_live_bytes = 0;
   std::size_t peak_reserved_bytes = 0;  ///< exact
   std::uint64_t allocations = 0;
@@ -108,6 +124,7 @@ struct pool_statistics {
   }
   std::uint64_t reclaim_calls = 0;
   std::size_t memory_limit = 0;  ///< 0 = none
+  lock_contention contention;
   std::vector<stream_statistics> streams;
 };
 

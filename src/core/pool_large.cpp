@@ -15,6 +15,11 @@
 //
 // Segment path (no virtual memory): blocks of whole upstream allocations; three rules keep
 // reserved memory close to live memory (allocate_large, take_free_large, grow_segment).
+//
+// Shards (large_shard.hpp): each stream allocates from its own shard, each free goes to the shard
+// of its block. The rules above run on the stream's shard first; a free block of another shard
+// is taken before any growth (its lock only tried: a busy shard belongs to a running thread), and
+// a growth remaps from every shard. One stream: one shard, exactly the policy above.
 #include <algorithm>
 #include <numeric>
 
@@ -48,12 +53,17 @@ constexpr std::size_t remap_budget_divisor = 5;
 
 // ---- both paths -------------------------------------------------------------------------------
 
+
 void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   const std::size_t size = round_up(bytes, min_block);
+  large_shard& own = *shards_[cache_of(s).shard];
   if (virtual_large_) {
     void* p = with_reclaim(size, [&]() -> void* {
-      if (void* q = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return q;
-      return grow_virtual(s, size);
+      if (void* q = take_free_any(s, own, size, /*pending_ok=*/false, /*split_big=*/true,
+                                  /*try_only=*/true)) {
+        return q;
+      }
+      return grow_virtual(s, own, size);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
       const std::lock_guard growth(growth_mu_);
@@ -64,27 +74,38 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     return p;
   }
   return with_reclaim(size, [&]() -> void* {
-    if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/false)) return p;
+    if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/false,
+                                /*try_only=*/false)) {
+      return p;
+    }
     // Rule 1: before growing, give back every wholly free large segment. A growth happens only
     // when no free block fits (or rule 2 refused one), so these segments are stranded memory:
     // returning them first keeps peak reserved near peak live instead of stacking the new segment
     // on top of them. Growing may block anyway (the upstream call is slow; cuMemFree
     // synchronises), so host-waiting for their work here is allowed.
     give_back_free_segments();
-    if (void* p = grow_segment(s, size)) return p;
+    if (void* p = grow_segment(s, own, size)) return p;
     // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
     // failing.
-    return take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true);
+    return take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+                         /*try_only=*/false);
   });
 }
 
-void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_ok, bool split_big) {
+void* pool_state::take_free_large(stream_ref s, large_shard& sh, std::size_t size,
+                                  bool pending_ok, bool split_big, bool try_only) {
   const timeline* me = &s.get_timeline();
   token_set waits;
-  arena_block* b = nullptr;
+  std::uintptr_t start = 0;
   {
-    std::lock_guard lock(large_mu_);
-    const auto& free = arena_.mapped_free();
+    std::unique_lock lock(sh.mu, std::defer_lock);
+    if (!try_only) {
+      lock.lock();
+    } else if (!lock.try_lock()) {
+      return nullptr;
+    }
+    const auto& free = sh.arena.mapped_free();
+    if (free.empty()) return nullptr;
     arena_block probe;
     probe.size = size;
     arena_block* pick = nullptr;
@@ -116,29 +137,41 @@ void* pool_state::take_free_large(stream_ref s, std::size_t size, bool pending_o
     if (pick == nullptr && pending_ok) pick = fallback;
     if (pick == nullptr) return nullptr;
     waits = pick->tokens;
-    b = arena_.take(pick, pick->start, size);
+    start = sh.arena.take(pick, pick->start, size)->start;
+    count_large_out(sh, /*fresh=*/false, !all_ready_for(waits, me));
   }
-  return hand_out_large(s, b, waits, /*fresh=*/false);
+  return hand_out_large(s, start, size, waits);
 }
 
-void* pool_state::hand_out_large(stream_ref s, arena_block* b, const token_set& waits, bool fresh) {
-  const bool waited = order_after(s, waits);
-  (fresh    ? fresh_allocations_
-   : waited ? waited_reuses_
-            : ready_reuses_)
-      .fetch_add(1, std::memory_order_relaxed);
-  allocations_.fetch_add(1, std::memory_order_relaxed);
-  count_allocation(b->size);
-  return to_ptr(b->start);
+void* pool_state::take_free_any(stream_ref s, large_shard& own, std::size_t size, bool pending_ok,
+                                bool split_big, bool try_only) {
+  if (void* p = take_free_large(s, own, size, pending_ok, split_big)) return p;
+  for (std::size_t i = 1; i < shard_count; ++i) {
+    large_shard& other = *shards_[(own.index + i) % shard_count];
+    if (void* p = take_free_large(s, other, size, pending_ok, split_big, try_only)) return p;
+  }
+  return nullptr;
 }
 
-arena_block* pool_state::live_large(const void* p) const { return arena_.find_live(to_addr(p)); }
+void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexcept {
+  large_shard::bump(fresh ? sh.fresh_allocations : waits ? sh.waited_reuses : sh.ready_reuses);
+  large_shard::bump(sh.allocations);
+}
 
-void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_ref* s) {
+void* pool_state::hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
+                                 const token_set& waits) {
+  (void)order_after(s, waits);
+  count_live(s, static_cast<std::int64_t>(bytes));
+  return to_ptr(start);
+}
+
+void pool_state::deallocate_large(large_range& r, void* p, std::span<const token> uses,
+                                  stream_ref* s) {
+  large_shard& sh = *r.shard;
   std::size_t size = 0;
   {
-    std::lock_guard lock(large_mu_);
-    arena_block* b = live_large(p);
+    std::lock_guard lock(sh.mu);
+    arena_block* b = sh.arena.find_live(to_addr(p));
     if (b == nullptr) {
       STREAMPOOL_FAIL(
           format("deallocate: %s is not the start of a live block of pool %llu "
@@ -154,19 +187,23 @@ void pool_state::deallocate_large(void* p, std::span<const token> uses, stream_r
     }
     if (s != nullptr) merge_token(tokens, s->now());
     for (const token& t : uses) merge_token(tokens, t);
-    arena_.release(b, std::move(tokens));
+    sh.arena.release(b, std::move(tokens));
+    large_shard::bump(sh.deallocations);
+  }
+  if (s != nullptr) {
+    count_live(*s, -static_cast<std::int64_t>(size));
+  } else {
+    count_deallocation(size);
   }
   // A marker now and then on the freeing stream: without one, the free point is never known
   // complete (markers are lazy), so other streams would have to wait for this block and the
   // remapping could never use it. Two relaxed counters when no marker is due.
   if (s != nullptr) s->get_timeline().mark_now_and_then(size, mark_every, mark_bytes);
-  deallocations_.fetch_add(1, std::memory_order_relaxed);
-  count_deallocation(size);
 }
 
-void pool_state::record_use_large(void* p, const token& use) {
-  std::lock_guard lock(large_mu_);
-  arena_block* b = live_large(p);
+void pool_state::record_use_large(large_range& r, void* p, const token& use) {
+  std::lock_guard lock(r.shard->mu);
+  arena_block* b = r.shard->arena.find_live(to_addr(p));
   STREAMPOOL_EXPECTS(b != nullptr,
                      format("record_use: %s is not the start of a live block of pool %llu",
                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
@@ -177,9 +214,9 @@ void pool_state::record_use_large(void* p, const token& use) {
 void pool_state::mark_free_large(const timeline* skip) {
   // The latest point per timeline over every free block not known complete: one marker each.
   token_set pending;
-  {
-    std::lock_guard lock(large_mu_);
-    for (arena_block* b : arena_.mapped_free())
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh->mu);
+    for (arena_block* b : sh->arena.mapped_free())
       if (!all_complete(b->tokens))
         for (const token& t : b->tokens)
           if (t.line.get() != skip) merge_token(pending, t);
@@ -195,14 +232,15 @@ std::size_t pool_state::trim_large() {
     return release_free_granules(SIZE_MAX);
   }
   std::vector<large_range*> release;
-  {
-    std::lock_guard lock(large_mu_);
-    for (const auto& r : arena_.ranges()) {
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh->mu);
+    const std::size_t first = release.size();
+    for (const auto& r : sh->arena.ranges()) {
       arena_block* b = block_arena::sole_free_block(*r);
       if (b != nullptr && all_complete(b->tokens))
         release.push_back(static_cast<large_range*>(r->owner));
     }
-    for (large_range* lr : release) arena_.remove_range(lr->arena);
+    for (std::size_t i = first; i < release.size(); ++i) sh->arena.remove_range(release[i]->arena);
   }
   std::size_t released = 0;
   for (large_range* lr : release) released += release_segment(lr);
@@ -229,7 +267,7 @@ void pool_state::destroy_large() noexcept {
 
 // ---- segment path -----------------------------------------------------------------------------
 
-void* pool_state::grow_segment(stream_ref s, std::size_t size) {
+void* pool_state::grow_segment(stream_ref s, large_shard& own, std::size_t size) {
   // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
   // memory on real traces, and every extra byte here is a byte of reserved-over-live.
   const std::size_t g = backend_->caps().granularity;
@@ -250,30 +288,32 @@ void* pool_state::grow_segment(stream_ref s, std::size_t size) {
   if (base == nullptr) return nullptr;
   auto owned = std::make_unique<large_range>(base, bytes, /*is_virtual=*/false);
   large_range* r = owned.get();
-  arena_block* b = nullptr;
+  r->shard = &own;
   {
-    std::lock_guard lock(large_mu_);
-    r->arena = arena_.add_range(to_addr(base), bytes, block_state::mapped, r);
-    b = arena_.take(r->arena->first, to_addr(base), size);
+    std::lock_guard lock(own.mu);
+    r->arena = own.arena.add_range(to_addr(base), bytes, block_state::mapped, r);
+    (void)own.arena.take(r->arena->first, to_addr(base), size);
+    count_large_out(own, /*fresh=*/true, /*waits=*/false);
   }
   {
     std::lock_guard lock(segments_mu_);
     map_.insert(base, bytes, r);
     large_ranges_.emplace(base, std::move(owned));
   }
-  return hand_out_large(s, b, {}, /*fresh=*/true);
+  return hand_out_large(s, to_addr(base), size, {});
 }
 
 void pool_state::give_back_free_segments() {
   std::vector<std::pair<large_range*, token_set>> whole;
-  {
-    std::lock_guard lock(large_mu_);
-    for (const auto& r : arena_.ranges()) {
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh->mu);
+    const std::size_t first = whole.size();
+    for (const auto& r : sh->arena.ranges()) {
       if (arena_block* b = block_arena::sole_free_block(*r)) {
         whole.emplace_back(static_cast<large_range*>(r->owner), std::move(b->tokens));
       }
     }
-    for (auto& [lr, tokens] : whole) arena_.remove_range(lr->arena);
+    for (std::size_t i = first; i < whole.size(); ++i) sh->arena.remove_range(whole[i].first->arena);
   }
   // Out of the arena, nobody else can take them; no lock is held while waiting. Memory goes
   // back to the upstream only after its pending work is complete (invariant 1).
@@ -289,7 +329,7 @@ void pool_state::give_back_free_segments() {
 
 // ---- virtual-memory path ----------------------------------------------------------------------
 
-bool pool_state::reserve_range(std::size_t bytes) {
+bool pool_state::reserve_range(large_shard& own, std::size_t bytes) {
   // Address space is cheap and physical memory is what counts, so ranges are large: twice the
   // device (or the limit), so that fragmentation of addresses never forces a second range in
   // practice. Growth is serialised (growth_mu_), so no two threads reserve at once.
@@ -308,16 +348,18 @@ bool pool_state::reserve_range(std::size_t bytes) {
   upstream_reserves_.fetch_add(1, std::memory_order_relaxed);
   auto owned = std::make_unique<large_range>(base, want, /*is_virtual=*/true);
   large_range* r = owned.get();
+  r->shard = &own;
   {
     std::lock_guard lock(segments_mu_);
     large_ranges_.emplace(base, std::move(owned));  // pages enter the map as they are mapped
   }
-  std::lock_guard lock(large_mu_);
-  r->arena = arena_.add_range(to_addr(base), want, block_state::unmapped, r);
+  std::lock_guard lock(own.mu);
+  r->arena = own.arena.add_range(to_addr(base), want, block_state::unmapped, r);
   return true;
 }
 
-std::vector<pool_state::granule_run> pool_state::complete_free_granules(std::size_t granules,
+std::vector<pool_state::granule_run> pool_state::complete_free_granules(large_shard& sh,
+                                                                        std::size_t granules,
                                                                         std::uintptr_t avoid_from,
                                                                         std::uintptr_t avoid_to) {
   const std::size_t g = vm_granule();
@@ -326,7 +368,7 @@ std::vector<pool_state::granule_run> pool_state::complete_free_granules(std::siz
   probe.size = g;
   // Smallest first: a small free block is the least likely to fit a later request, so taking its
   // memory costs the least; the big free blocks stay whole.
-  const auto& free = arena_.mapped_free();
+  const auto& free = sh.arena.mapped_free();
   for (auto it = free.lower_bound(&probe); it != free.end() && granules > 0; ++it) {
     arena_block* b = *it;
     if (b->end() > avoid_from && b->start < avoid_to) continue;
@@ -339,15 +381,16 @@ std::vector<pool_state::granule_run> pool_state::complete_free_granules(std::siz
   return runs;
 }
 
-std::vector<native_physical> pool_state::detach_granules(const std::vector<granule_run>& runs) {
+std::vector<native_physical> pool_state::detach_granules(large_shard& sh,
+                                                        const std::vector<granule_run>& runs) {
   const std::size_t g = vm_granule();
   std::vector<native_physical> handles;
   for (const granule_run& run : runs) {
     // The run lies inside one mapped free block.
     arena_block* holder = block_arena::block_at(*run.range->arena, run.from);
     STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped &&
-                      run.to <= holder->end());
-    arena_.change_state(holder, run.from, run.to, block_state::unmapped);
+                      run.to <= holder->end() && run.range->shard == &sh);
+    sh.arena.change_state(holder, run.from, run.to, block_state::unmapped);
     for (std::uintptr_t a = run.from; a < run.to; a += g) {
       native_physical& h = run.range->handles[(a - to_addr(run.range->base)) / g];
       handles.push_back(h);
@@ -411,31 +454,34 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
   spare_physical_.resize(spare_physical_.size() - n);
   release_physical(spares);
   std::size_t released = n * g;
-  if (released >= bytes) return released;
-  std::vector<granule_run> runs;
-  std::vector<native_physical> handles;
-  {
-    std::lock_guard lock(large_mu_);
-    // Pieces kept apart while different streams' work on them was pending: what has completed
-    // merges first, so that whole granules across their boundaries go back too.
-    for (arena_block* b : arena_.mapped_free()) (void)all_complete(b->tokens);  // polls markers
-    arena_.coalesce(/*force=*/false);
-    const std::size_t want = (bytes - released) / g;
-    runs = complete_free_granules(want == 0 ? 1 : want, 0, 0);
-    handles = detach_granules(runs);
+  for (const auto& sh : shards_) {
+    if (released >= bytes) break;
+    std::vector<granule_run> runs;
+    std::vector<native_physical> handles;
+    {
+      std::lock_guard lock(sh->mu);
+      // Pieces kept apart while different streams' work on them was pending: what has completed
+      // merges first, so that whole granules across their boundaries go back too.
+      for (arena_block* b : sh->arena.mapped_free()) (void)all_complete(b->tokens);  // polls
+      sh->arena.coalesce(/*force=*/false);
+      const std::size_t want = (bytes - released) / g;
+      runs = complete_free_granules(*sh, want == 0 ? 1 : want, 0, 0);
+      handles = detach_granules(*sh, runs);
+    }
+    unmap_runs(runs);
+    released += handles.size() * g;
+    release_physical(handles);
   }
-  unmap_runs(runs);
-  released += handles.size() * g;
-  release_physical(handles);
   return released;
 }
 
-void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
+void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size) {
   const std::size_t g = vm_granule();
   const timeline* me = &s.get_timeline();
   const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
   // One growth at a time: the arena may say "unmapped" ahead of the device only while this is
-  // held, and the driver calls below run under it (never under large_mu_, which frees take).
+  // held, and the driver calls below run under it (never under a shard's lock, which frees
+  // take).
   const std::lock_guard growth(growth_mu_);
   // Created before the plan is committed (or left over from an earlier growth); what this growth
   // does not map stays spare for the next one.
@@ -456,16 +502,48 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
     token_set waits;
     bool fresh_memory = false;
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
-    if (void* p = take_free_large(s, size, /*pending_ok=*/false, /*split_big=*/true)) return p;
+    if (void* p = take_free_any(s, own, size, /*pending_ok=*/false, /*split_big=*/true,
+                                /*try_only=*/false)) {
+      return p;
+    }
+    large_shard* target = &own;  // the shard whose range the window is in
     {
-      std::unique_lock lock(large_mu_);
+      std::unique_lock lock(own.mu);
+      std::unique_lock<counted_mutex> target_lock;  // target's, when it is not own
+      // Other shards whose complete free granules this plan remaps: locked until it is committed
+      // (only a growth holds two shard locks; large_shard.hpp).
+      std::vector<std::pair<large_shard*, std::unique_lock<counted_mutex>>> donors;
+      const auto unlock_all = [&] {
+        donors.clear();
+        if (target_lock.owns_lock()) target_lock.unlock();
+        lock.unlock();
+      };
       // Neighbours kept apart while their streams' work was pending merge once it is known
       // complete: whole granules under them become remappable, and windows larger.
-      arena_.coalesce(/*force=*/false);
-      std::optional<block_arena::window> w = arena_.best_window(size, ready);
+      own.arena.coalesce(/*force=*/false);
+      std::optional<block_arena::window> w = own.arena.best_window(size, ready);
+      if (!w || w->pending || w->map_granules > 0) {
+        // A window in another stream's shard that needs less mapping (or no wait) wins: memory
+        // next to free memory there is cheaper than a fresh frontier here. The block then lives
+        // in that shard; growth is rare, so few blocks do.
+        const auto better = [](const block_arena::window& a, const block_arena::window& b) {
+          return a.pending != b.pending ? !a.pending : a.map_granules < b.map_granules;
+        };
+        for (std::size_t i = 1; i < shard_count; ++i) {
+          large_shard& other = *shards_[(own.index + i) % shard_count];
+          std::unique_lock other_lock(other.mu);
+          other.arena.coalesce(/*force=*/false);
+          std::optional<block_arena::window> ow = other.arena.best_window(size, ready);
+          if (ow && (!w || better(*ow, *w))) {
+            w = std::move(ow);
+            target = &other;
+            target_lock = std::move(other_lock);  // and the previous target's lock goes
+          }
+        }
+      }
       if (!w) {
-        lock.unlock();
-        if (!reserve_range(size)) return nullptr;
+        unlock_all();
+        if (!reserve_range(own, size)) return nullptr;
         continue;
       }
       const std::size_t need = w->map_granules;
@@ -487,11 +565,24 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         const std::size_t free_remaps = live_peak / remap_budget_divisor;
         const std::size_t slack = live_peak / remap_slack_divisor +
                                   (remapped_ > free_remaps ? remapped_ - free_remaps : 0);
-        if (reserved + need * g > live_peak + slack) {
-          sources = complete_free_granules(need - fresh.size(), w->chain_start, w->chain_end);
-        }
         std::size_t have = fresh.size();
-        for (const granule_run& r : sources) have += (r.to - r.from) / g;
+        if (reserved + need * g > live_peak + slack) {
+          // The stream's own shard first, then the others': memory is the pool's, not a shard's.
+          // Never from under the window's own chain.
+          for (std::size_t i = 0; i < shard_count && have < need; ++i) {
+            large_shard& sh = *shards_[(own.index + i) % shard_count];
+            std::unique_lock<counted_mutex> sh_lock;
+            if (&sh != &own && &sh != target) sh_lock = std::unique_lock(sh.mu);
+            const bool window_here = &sh == target;
+            std::vector<granule_run> more =
+                complete_free_granules(sh, need - have, window_here ? w->chain_start : 0,
+                                       window_here ? w->chain_end : 0);
+            if (more.empty()) continue;
+            for (const granule_run& r : more) have += (r.to - r.from) / g;
+            sources.insert(sources.end(), more.begin(), more.end());
+            if (sh_lock.owns_lock()) donors.emplace_back(&sh, std::move(sh_lock));
+          }
+        }
         if (have < need && !marked) {
           // Other streams' free memory may be complete without a marker that says so (markers
           // are lazy, and a program that synchronises its streams itself records none). Mark it
@@ -499,7 +590,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
           // the next. Not this stream's own: it reuses that with no wait anyway, and remapping
           // it moves memory away from where its next request of the same size wants it back
           // (on the GPT-2 trace: 4 granules more at the peak, and remaps in step 2).
-          lock.unlock();
+          unlock_all();
           mark_free_large(me);
           marked = true;
           continue;
@@ -507,17 +598,21 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
         if (have < need) {
           // New memory would be needed. A free block that fits behind a device-side wait saves
           // that growth; a wait couples the two streams, so it is taken only here.
-          lock.unlock();
-          if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) return p;
+          unlock_all();
+          if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+                                      /*try_only=*/false)) {
+            return p;
+          }
           // Neighbours kept apart because different streams' work on them is pending may fit
           // together; merged, the block waits for both. Worth it only against real growth.
           bool merged = false;
-          {
-            const std::lock_guard relock(large_mu_);
-            merged = arena_.coalesce(/*force=*/true) > 0;
+          for (const auto& sh : shards_) {
+            const std::lock_guard relock(sh->mu);
+            merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
           }
           if (merged) {
-            if (void* p = take_free_large(s, size, /*pending_ok=*/true, /*split_big=*/true)) {
+            if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+                                        /*try_only=*/false)) {
               return p;
             }
           }
@@ -541,11 +636,20 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
           continue;  // plan again: the arena may have changed meanwhile
         }
       }
-      // Commit the plan in the arena: the sources become unmapped, the window mapped and live.
+      // Commit the plan in the arenas: the sources become unmapped, the window mapped and live.
       const std::uintptr_t window_start = w->start;
       window = window_start;
-      const auto runs = arena_.granules_to_map(*w, size);
-      moved = detach_granules(sources);
+      block_arena& arena = target->arena;
+      const auto runs = arena.granules_to_map(*w, size);
+      for (const auto& sh : shards_) {  // each shard's lock is held if it gives any
+        std::vector<granule_run> theirs;
+        for (const granule_run& r : sources)
+          if (r.range->shard == sh.get()) theirs.push_back(r);
+        if (theirs.empty()) continue;
+        std::vector<native_physical> h = detach_granules(*sh, theirs);
+        moved.insert(moved.end(), h.begin(), h.end());
+      }
+      donors.clear();
       remapped_ += moved.size() * g;  // raises the slack once past the budget: see remapped_
       // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may
       // delete them, but never another unmapped piece (a mapped one lies between).
@@ -555,7 +659,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       const arena_range* range = w->pieces.front()->range;
       for (std::size_t i = 0; i < runs.size(); ++i) {
         arena_block* mapped =
-            arena_.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+            arena.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
         targets.push_back(
             {static_cast<large_range*>(mapped->range->owner), runs[i].first, runs[i].second});
       }
@@ -567,10 +671,10 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       extent_lo = targets.empty() ? window_start : std::min(window_start, targets.front().from);
       extent_hi =
           targets.empty() ? window_start + size : std::max(window_start + size, targets.back().to);
-      arena_block* holder = arena_.join(block_arena::block_at(*range, extent_lo), extent_hi);
+      arena_block* holder = arena.join(block_arena::block_at(*range, extent_lo), extent_hi);
       STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
       waits = holder->tokens;
-      b = arena_.take(holder, extent_lo, extent_hi - extent_lo);
+      b = arena.take(holder, extent_lo, extent_hi - extent_lo);
       fresh_memory = !targets.empty();
     }
     // Device work, under growth_mu_ only: unmap the sources, map everything into the window.
@@ -590,7 +694,7 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       }
       ++mapped_runs;
       upstream_maps_.fetch_add(n, std::memory_order_relaxed);
-      std::lock_guard lock(large_mu_);
+      std::lock_guard lock(target->mu);
       large_range* r = t.range;
       const std::size_t first = (t.from - to_addr(r->base)) / g;
       if (r->handles.size() < first + n) r->handles.resize(first + n, nullptr);
@@ -607,23 +711,26 @@ void* pool_state::grow_virtual(stream_ref s, std::size_t size) {
       release_physical(fresh);
       // The device refused a mapping (out of memory for its page tables): free the window and
       // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
-      std::lock_guard lock(large_mu_);
-      arena_.release(b, waits);
+      std::lock_guard lock(target->mu);
+      target->arena.release(b, waits);
       for (std::size_t i = mapped_runs; i < targets.size(); ++i) {
         const granule_run& t = targets[i];
         arena_block* holder = block_arena::block_at(*t.range->arena, t.from);
         STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped);
-        arena_.change_state(holder, t.from, t.to, block_state::unmapped);
+        target->arena.change_state(holder, t.from, t.to, block_state::unmapped);
       }
       return nullptr;
     }
-    if (extent_lo != window || extent_hi != window + size) {
-      // Mapped now: the parts around the window become free (behind the same waits).
-      std::lock_guard lock(large_mu_);
-      arena_block* f = arena_.release(b, waits);
-      b = arena_.take(f, window, size);
+    {
+      std::lock_guard lock(target->mu);
+      if (extent_lo != window || extent_hi != window + size) {
+        // Mapped now: the parts around the window become free (behind the same waits).
+        arena_block* f = target->arena.release(b, waits);
+        b = target->arena.take(f, window, size);
+      }
+      count_large_out(*target, fresh_memory, !all_ready_for(waits, me));
     }
-    return hand_out_large(s, b, waits, fresh_memory);
+    return hand_out_large(s, window, size, waits);
   }
 }
 

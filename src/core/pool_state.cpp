@@ -46,9 +46,12 @@ pool_state::pool_state(const device& d, pool_options options)
       options_(options),
       limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
       virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
-      arena_(virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity,
-             /*keep_streams_apart=*/virtual_large_),
       slab_pages_(backend_->caps().granularity) {
+  for (std::size_t i = 0; i < shard_count; ++i) {
+    shards_[i] = std::make_unique<large_shard>(
+        i, virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity,
+        /*keep_streams_apart=*/virtual_large_);
+  }
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,
                      format("pool: backend '%s' granularity %zu must be a power of two >= %zu",
@@ -142,6 +145,26 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   }
   c.mu.unlock();
   return allocate_small(s, cls, c);
+}
+
+stream_cache& pool_state::cache_of(stream_ref s) {
+  timeline& line = s.get_timeline();
+  stream_cache* cp = line.first_cache(id_);
+  return cp != nullptr ? *cp : *line.cache_for(*this);
+}
+
+void pool_state::count_live(stream_ref s, std::int64_t bytes) {
+  stream_cache& c = cache_of(s);
+  stream_cache::counted n{};
+  {
+    std::lock_guard lock(c.mu);
+    n = c.count_live(bytes);
+  }
+  if (n.flush) {
+    add_live(n.delta);
+  } else if (bytes > 0) {
+    note_peak(n.delta);
+  }
 }
 
 void* pool_state::allocate_small(stream_ref s, std::size_t cls, stream_cache& cache) {
@@ -414,9 +437,9 @@ bool pool_state::wait_cached_work() {
     for (auto& c : l.chunks)
       for (auto& t : c.tokens) merge_token(pending, t);
   }
-  {
-    std::lock_guard lock(large_mu_);
-    for (arena_block* b : arena_.mapped_free())
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh->mu);
+    for (arena_block* b : sh->arena.mapped_free())
       for (auto& t : b->tokens) merge_token(pending, t);
   }
   // No pool lock is held while waiting, so frees on other threads go on.
@@ -483,7 +506,7 @@ void pool_state::deallocate(stream_ref s, void* p) {
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "deallocate");
   if (seg->kind == segment_kind::large) {
-    deallocate_large(p, {}, &s);
+    deallocate_large(static_cast<large_range&>(*seg), p, {}, &s);
     return;
   }
   deallocate_chunk(static_cast<slab&>(*seg), p, &s, {});
@@ -493,7 +516,7 @@ void pool_state::deallocate(void* p, std::span<const token> uses) {
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "deallocate");
   if (seg->kind == segment_kind::large) {
-    deallocate_large(p, uses, nullptr);
+    deallocate_large(static_cast<large_range&>(*seg), p, uses, nullptr);
     return;
   }
   deallocate_chunk(static_cast<slab&>(*seg), p, nullptr, uses);
@@ -586,7 +609,7 @@ void pool_state::record_use(void* p, const token& use) {
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "record_use");
   if (seg->kind == segment_kind::large) {
-    record_use_large(p, use);
+    record_use_large(static_cast<large_range&>(*seg), p, use);
     return;
   }
   auto& sl = static_cast<slab&>(*seg);
@@ -617,8 +640,9 @@ std::size_t pool_state::block_size(const void* p) const {
                        format("block_size: %s is not a live block", format_ptr(p).c_str()));
     return sl.chunk_size;
   }
-  std::lock_guard lock(large_mu_);
-  const arena_block* b = live_large(p);
+  const large_shard& sh = *static_cast<large_range&>(*seg).shard;
+  std::lock_guard lock(sh.mu);
+  const arena_block* b = sh.arena.find_live(to_addr(p));
   STREAMPOOL_EXPECTS(b != nullptr,
                      format("block_size: %s is not a live block", format_ptr(p).c_str()));
   return b->size;
@@ -632,17 +656,28 @@ bool pool_state::owns(const void* p) const noexcept {
     const std::size_t i = sl.index_of(p);
     return sl.chunk_at(i) == p && sl.state(i).load() != chunk_free;
   }
-  std::lock_guard lock(large_mu_);
-  return live_large(p) != nullptr;
+  const large_shard& sh = *static_cast<large_range&>(*seg).shard;
+  std::lock_guard lock(sh.mu);
+  return sh.arena.find_live(to_addr(p)) != nullptr;
 }
 
 std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   auto c =
       std::make_shared<stream_cache>(*this, weak_from_this(), line.weak_from_this(), line.id());
   std::lock_guard lock(caches_mu_);
+  // The shard with the fewest live streams, the lowest first: a new stream gets the memory of
+  // one that is gone (a program that replaces its streams, or a benchmark's next round), not an
+  // empty shard next to a full one that nobody uses.
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < shard_count; ++i)
+    if (shards_[i]->streams.load() < shards_[best]->streams.load()) best = i;
+  shards_[best]->streams.fetch_add(1);
+  c->shard = best;
   caches_.push_back(c);
   return c;
 }
+
+void pool_state::stream_gone(std::size_t shard) { shards_[shard]->streams.fetch_sub(1); }
 
 void pool_state::take_orphans(std::vector<stream_cache::entry>& entries) {
   for (auto& e : entries) push_shared(e.owner->size_class, free_chunk{e.p, e.owner, {}});
@@ -701,6 +736,7 @@ std::size_t pool_state::trim() {
     allocations_ += c->allocations.load();
     deallocations_ += c->deallocations.load();
     same_stream_reuses_folded_ += c->allocations.load();
+    cache_contention_folded_ += c->mu.contended();
     return true;
   });
   return released;
@@ -744,9 +780,11 @@ void pool_state::wait_all_pending() {
     for (auto& c : l.chunks)
       for (auto& t : c.tokens) t.line->wait_host(t.at);
   }
-  std::lock_guard lock(large_mu_);
-  for (arena_block* b : arena_.mapped_free())
-    for (auto& t : b->tokens) t.line->wait_host(t.at);
+  for (const auto& sh : shards_) {
+    std::lock_guard lock(sh->mu);
+    for (arena_block* b : sh->arena.mapped_free())
+      for (auto& t : b->tokens) t.line->wait_host(t.at);
+  }
 }
 
 std::size_t pool_state::live_bytes() const {
@@ -781,6 +819,19 @@ pool_statistics pool_state::statistics() const {
   st.upstream_unmaps = upstream_unmaps_.load();
   st.reclaim_calls = reclaim_calls_.load();
   st.memory_limit = limit_.load();
+  for (const auto& sh : shards_) {
+    st.allocations += sh->allocations.load(std::memory_order_relaxed);
+    st.deallocations += sh->deallocations.load(std::memory_order_relaxed);
+    st.fresh_allocations += sh->fresh_allocations.load(std::memory_order_relaxed);
+    st.ready_reuses += sh->ready_reuses.load(std::memory_order_relaxed);
+    st.waited_reuses += sh->waited_reuses.load(std::memory_order_relaxed);
+    st.contention.large_shards += sh->mu.contended();
+  }
+  for (const class_list& l : shared_) st.contention.class_lists += l.mu.contended();
+  st.contention.growth = growth_mu_.contended();
+  st.contention.segments = segments_mu_.contended();
+  st.contention.stream_caches = cache_contention_folded_.load();
+  st.contention.other = caches_mu_.contended() + hooks_mu_.contended() + uses_mu_.contended();
   std::lock_guard lock(caches_mu_);
   for (auto& c : caches_) {
     stream_statistics ss;
@@ -794,6 +845,7 @@ pool_statistics pool_state::statistics() const {
     st.allocations += ss.allocations;
     st.deallocations += ss.deallocations;
     st.same_stream_reuses += ss.allocations;
+    st.contention.stream_caches += c->mu.contended();
     st.streams.push_back(ss);
   }
   return st;

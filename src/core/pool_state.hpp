@@ -5,15 +5,16 @@
 //   class_list::mu     one size class's shared list
 //   growth_mu_         virtual memory: serialises the large-block growths and give-backs that call
 //                      the driver (map, unmap, create, release), held across those calls. Never
-//                      taken by a free.
-//   large_mu_          the block arena (free sets, live large blocks, block links), the ranges'
-//                      physical handles. Never held across a driver call.
+//                      taken by a free, nor by a reuse.
+//   large_shard::mu    one shard of the large blocks: its arena (free sets, live blocks, block
+//                      links) and its ranges' physical handles. Never held across a driver call.
 //   segments_mu_       the segment registry, reserved bytes, page map writes
 //   caches_mu_         the registry of stream caches
 //   hooks_mu_          reclaim hooks
 //   uses_mu_           recorded uses of live chunks
-// Order: caches_mu_ -> stream_cache::mu -> class_list::mu -> growth_mu_ -> large_mu_ ->
-// segments_mu_.
+// Order: caches_mu_ -> stream_cache::mu -> class_list::mu -> growth_mu_ -> large_shard::mu ->
+// segments_mu_. Only a growth (under growth_mu_) holds two shard locks at once (large_shard.hpp).
+// Every mutex counts its contended acquisitions (counted_mutex.hpp; statistics().contention).
 // Reclaim hooks run with no lock held.
 #pragma once
 
@@ -28,6 +29,8 @@
 #include <vector>
 
 #include "block_arena.hpp"
+#include "counted_mutex.hpp"
+#include "large_shard.hpp"
 #include "page_map.hpp"
 #include "slab_pages.hpp"
 #include "segment.hpp"
@@ -68,6 +71,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   /// Called by timeline::cache_for under the timeline's lock.
   std::shared_ptr<stream_cache> make_stream_cache(timeline& line);
+  /// Called by stream_cache::orphan: its stream no longer uses its large shard.
+  void stream_gone(std::size_t shard);
   /// Called by stream_cache::orphan: chunks whose tokens are all complete.
   void take_orphans(std::vector<stream_cache::entry>& entries);
 
@@ -78,7 +83,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
     token_set tokens;
   };
   struct class_list {
-    std::mutex mu;
+    counted_mutex mu;
     std::vector<free_chunk> chunks;  // freed chunks with their tokens
     std::vector<slab*> carving;      // slabs with chunks never handed out
   };
@@ -96,31 +101,46 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   // ---- large blocks (pool_large.cpp) ----
   void* allocate_large(stream_ref s, std::size_t bytes);
-  /// Best fit among free blocks with memory behind them: one that needs no wait, else (when
-  /// `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
-  void* take_free_large(stream_ref s, std::size_t size, bool pending_ok, bool split_big);
-  /// Hands out the live block `b` of the arena to s, after the given waits. Counts it.
-  void* hand_out_large(stream_ref s, arena_block* b, const token_set& waits, bool fresh);
+  /// s's stream cache for this pool, made on first use.
+  stream_cache& cache_of(stream_ref s);
+  /// Best fit among the free blocks of `sh` with memory behind them: one that needs no wait, else
+  /// (when `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
+  /// `try_only`: skip the shard if its lock is held (a probe of another stream's shard).
+  void* take_free_large(stream_ref s, large_shard& sh, std::size_t size, bool pending_ok,
+                        bool split_big, bool try_only = false);
+  /// The same over every shard: `own` first, then the others in turn.
+  void* take_free_any(stream_ref s, large_shard& own, std::size_t size, bool pending_ok,
+                      bool split_big, bool try_only);
+  /// Counts the block of `sh` just taken live (under sh.mu).
+  static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
+  /// Orders s after `waits` and counts `bytes` live on s (no lock held).
+  void* hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
+                       const token_set& waits);
+  /// Adds `bytes` (negative for a free) to the live count through s's cache.
+  void count_live(stream_ref s, std::int64_t bytes);
   // Segment path.
-  void* grow_segment(stream_ref s, std::size_t size);
+  void* grow_segment(stream_ref s, large_shard& own, std::size_t size);
   /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
   /// Only before a growth, which may block (rule 1).
   void give_back_free_segments();
   // Virtual-memory path.
-  void* grow_virtual(stream_ref s, std::size_t size);
+  void* grow_virtual(stream_ref s, large_shard& own, std::size_t size);
   [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
-  /// Reserves another virtual range of at least `bytes`; false when the address space is refused.
-  bool reserve_range(std::size_t bytes);
+  /// Reserves another virtual range of at least `bytes` for `own`; false when the address space
+  /// is refused.
+  bool reserve_range(large_shard& own, std::size_t bytes);
   struct granule_run {
     large_range* range;
     std::uintptr_t from, to;  // granule-aligned
   };
-  /// Free granules whose work is complete, outside [avoid_from, avoid_to), up to `granules` of
-  /// them, smallest free blocks first. Under large_mu_.
-  std::vector<granule_run> complete_free_granules(std::size_t granules, std::uintptr_t avoid_from,
+  /// Free granules of `sh` whose work is complete, outside [avoid_from, avoid_to), up to
+  /// `granules` of them, smallest free blocks first. Under sh.mu.
+  std::vector<granule_run> complete_free_granules(large_shard& sh, std::size_t granules,
+                                                  std::uintptr_t avoid_from,
                                                   std::uintptr_t avoid_to);
-  /// Marks `runs` unmapped in the arena and moves their handles out. Under large_mu_.
-  std::vector<native_physical> detach_granules(const std::vector<granule_run>& runs);
+  /// Marks `runs` (of one shard, whose mu is held) unmapped and moves their handles out.
+  std::vector<native_physical> detach_granules(large_shard& sh,
+                                               const std::vector<granule_run>& runs);
   /// Unmaps `runs` on the device and drops them from the page map (no lock held but growth_mu_).
   void unmap_runs(const std::vector<granule_run>& runs);
   /// Gives back free granules whose work is complete, at most `bytes` of them. Under growth_mu_.
@@ -128,9 +148,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void release_physical(std::vector<native_physical>& handles);
   /// New physical granules within the memory limit; fewer than asked when refused.
   std::vector<native_physical> create_physical(std::size_t granules);
-  void deallocate_large(void* p, std::span<const token> uses, stream_ref* s);
-  void record_use_large(void* p, const token& use);
-  [[nodiscard]] arena_block* live_large(const void* p) const;  // under large_mu_
+  void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
+  void record_use_large(large_range& r, void* p, const token& use);
   /// Records a marker behind the last use of every free large block not known complete, where no
   /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`.
   void mark_free_large(const timeline* skip);
@@ -188,7 +207,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::array<class_list, max_classes> shared_;
 
   const bool virtual_large_;  // large blocks on virtual memory (backend has it, option allows)
-  std::mutex growth_mu_;
+  counted_mutex growth_mu_;
   // Physical granules created for a growth that found memory elsewhere meanwhile (another thread
   // freed a fitting block while the driver created them). Kept for the next growth instead of
   // released: reserved either way, and giving them back would be a driver call now and another
@@ -198,10 +217,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // to the slack within which growths create new memory instead of remapping, so that remapping
   // cannot go on forever (grow_virtual).
   std::size_t remapped_ = 0;
-  mutable std::mutex large_mu_;
-  block_arena arena_;
+  // Enough that the threads of a machine's cores each get their own; a program with more streams
+  // than this shares shards round robin (correct either way: only contention changes).
+  static constexpr std::size_t shard_count = 16;
+  std::array<std::unique_ptr<large_shard>, shard_count> shards_;
 
-  mutable std::mutex segments_mu_;
+  mutable counted_mutex segments_mu_;
   std::unordered_map<void*, std::unique_ptr<slab>> slabs_;
   slab_pages slab_pages_;  // pages shared by slabs smaller than the granularity
   std::unordered_map<void*, std::unique_ptr<large_range>> large_ranges_;
@@ -212,14 +233,14 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::atomic<std::size_t> live_{0};
   std::atomic<std::size_t> peak_live_{0};
 
-  mutable std::mutex caches_mu_;
+  mutable counted_mutex caches_mu_;
   std::vector<std::shared_ptr<stream_cache>> caches_;
 
-  mutable std::mutex hooks_mu_;
+  mutable counted_mutex hooks_mu_;
   std::map<std::uint64_t, std::function<void(std::size_t)>> hooks_;
   std::uint64_t next_hook_ = 1;
 
-  std::mutex uses_mu_;
+  counted_mutex uses_mu_;
   std::unordered_map<const void*, token_set> uses_;
 
   // Slow-path statistics (fast-path ones live in the stream caches).
@@ -243,6 +264,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
     std::atomic<int>& count;
   };
   std::atomic<std::uint64_t> same_stream_reuses_folded_{0};  // from caches pruned by trim()
+  std::atomic<std::uint64_t> cache_contention_folded_{0};    // likewise
 };
 
 }  // namespace streampool::detail

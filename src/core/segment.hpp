@@ -7,7 +7,7 @@
 //                double free is caught without a lock, even when two threads race.
 //   large range  memory for large blocks: a whole upstream allocation, or a reserved virtual range
 //                mapped granule by granule. The blocks inside are the block arena's
-//                (block_arena.hpp), guarded by the pool's large lock.
+//                (block_arena.hpp) of one shard (large_shard.hpp), guarded by its lock.
 #pragma once
 
 #include <algorithm>
@@ -111,6 +111,7 @@ inline void resolve_at_free(token_set& set) {
 }
 
 struct arena_range;
+struct large_shard;
 
 /// A range of large blocks (block_arena.hpp): one whole upstream allocation, or a reserved virtual
 /// range whose granules are mapped on demand. Registered in the page map for the pages that have
@@ -119,9 +120,10 @@ struct large_range : segment {
   large_range(void* b, std::size_t n, bool is_virtual)
       : segment(segment_kind::large, b, n), virtual_range(is_virtual) {}
   bool virtual_range;
+  large_shard* shard = nullptr;  // the shard whose arena holds the range, for good
   arena_range* arena = nullptr;
   /// Virtual: the physical granule mapped at base + i * granularity, nullptr where none is. Grows
-  /// with the highest granule mapped so far. Guarded by the pool's large lock.
+  /// with the highest granule mapped so far. Guarded by the shard's lock.
   std::vector<native_physical> handles;
 };
 

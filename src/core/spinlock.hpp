@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <thread>
 
 namespace streampool::detail {
@@ -13,17 +14,26 @@ namespace streampool::detail {
 class spinlock {
  public:
   void lock() noexcept {
+    if (!locked_.exchange(true, std::memory_order_acquire)) return;
+    // Contended (counted_mutex.hpp says why the count). Written only here, so an uncontended
+    // lock touches nothing but its flag.
+    contended_.fetch_add(1, std::memory_order_relaxed);
     for (;;) {
-      if (!locked_.exchange(true, std::memory_order_acquire)) return;
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins)
-        if (spins > 64) std::this_thread::yield();
+          if (spins > 64) std::this_thread::yield();
+      if (!locked_.exchange(true, std::memory_order_acquire)) return;
     }
   }
   bool try_lock() noexcept { return !locked_.exchange(true, std::memory_order_acquire); }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  /// Acquisitions that had to wait for another holder.
+  [[nodiscard]] std::uint64_t contended() const noexcept {
+    return contended_.load(std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<bool> locked_{false};
+  std::atomic<std::uint64_t> contended_{0};
 };
 
 }  // namespace streampool::detail

@@ -27,6 +27,7 @@ void stream_cache::orphan() {
   // The pool may be going away concurrently; the weak reference decides. If this ends up holding
   // the last reference, the pool is destroyed right here, which is fine: no lock is held.
   if (auto p = weak_pool_.lock()) {
+    p->stream_gone(shard);
     p->add_live(live_delta.exchange(0, std::memory_order_relaxed));
     p->take_orphans(all);
   }

@@ -50,16 +50,19 @@ class alignas(64) stream_cache {
   bool orphaned = false;
   bool detached = false;
   std::weak_ptr<timeline> line;
+  std::size_t shard = 0;  // the pool's large shard for this stream (large_shard.hpp); set once
 
   // Statistics: written under mu by one writer at a time, read without it.
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
-  // Live bytes allocated minus freed through this cache's fast path and not yet added to the
-  // pool's live counter: it is added once its magnitude reaches live_flush_bytes, so that a
-  // stream's alloc/free pairs touch no shared cache line (one shared counter cost 16 threads
-  // 12x their 4 KiB pair rate on the H200). Written under mu, read without it.
+  // Live bytes allocated minus freed on this stream (small and large blocks) and not yet added to
+  // the pool's live counter: it is added once its magnitude reaches live_flush_bytes, so that a
+  // stream's allocations and frees touch no shared cache line (one shared counter cost 16 threads
+  // 12x their 4 KiB pair rate on the H200). Large blocks are 256 KiB and up, and random sizes
+  // walk the delta away from zero, so the step is large: at 64 KiB the mixed pattern flushed on
+  // almost every large call. Written under mu, read without it.
   std::atomic<std::int64_t> live_delta{0};
-  static constexpr std::int64_t live_flush_bytes = 64 << 10;
+  static constexpr std::int64_t live_flush_bytes = std::int64_t{16} << 20;
 
   /// Under mu: adds `bytes` (negative for a free) to live_delta. Returns the delta; once it
   /// reaches the flush size either way, live_delta is reset and the caller adds the returned

@@ -1,0 +1,49 @@
+// streampool: one shard of the pool's large blocks (docs/large-blocks.md, "Shards").
+//
+// The large blocks are split into shards so that threads on their own streams never share a lock
+// or a written cache line on the large path: each stream cache is given a shard when it is made
+// (round robin), its large allocations come from that shard's arena, and each range belongs to
+// one shard for good (large_range::shard), so a free goes to the shard of its block whatever
+// stream frees it. A program with one stream has all its large blocks in one shard: the policy
+// of pool_large.cpp is then exactly that of one arena.
+//
+// Invariants
+//   - every block of a shard's arena lies in a range with range->shard == this shard;
+//   - the counters below are written under mu only. (Live bytes are counted per stream, in the
+//     stream cache's live_delta, on both paths.)
+// Locks: a thread holds at most one shard's mu, except a growth (which holds the pool's
+// growth_mu_): it may hold its own shard's and then others', in any order, because no other
+// thread ever waits for a second shard lock while holding one.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "block_arena.hpp"
+#include "counted_mutex.hpp"
+
+namespace streampool::detail {
+
+struct alignas(64) large_shard {
+  large_shard(std::size_t shard_index, std::size_t granularity, bool keep_streams_apart)
+      : index(shard_index), arena(granularity, keep_streams_apart) {}
+
+  const std::size_t index;
+  mutable counted_mutex mu;  // guards arena, the handles of its ranges, and what follows
+  block_arena arena;
+
+  /// Streams whose caches live and use this shard (pool_state::make_stream_cache gives a new
+  /// stream the shard with the fewest, so that it inherits the memory of a stream that is gone).
+  std::atomic<int> streams{0};
+
+  // Statistics: written under mu (so by one thread at a time), read without.
+  std::atomic<std::uint64_t> allocations{0}, deallocations{0};
+  std::atomic<std::uint64_t> fresh_allocations{0}, ready_reuses{0}, waited_reuses{0};
+
+  static void bump(std::atomic<std::uint64_t>& n) noexcept {
+    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+}  // namespace streampool::detail
