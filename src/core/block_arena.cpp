@@ -41,9 +41,32 @@ block_arena::~block_arena() {
   for (auto& r : ranges_) {
     for (arena_block* b = r->first; b != nullptr;) {
       arena_block* next = b->next;
-      delete b;
+      delete b;  // not delete_block: that would keep it
       b = next;
     }
+  }
+  for (arena_block* b : spare_) delete b;
+}
+
+arena_block* block_arena::new_block() {
+  if (spare_.empty()) return new arena_block;
+  arena_block* b = spare_.back();
+  spare_.pop_back();
+  b->start = 0;
+  b->size = 0;
+  b->range = nullptr;
+  b->prev = b->next = nullptr;
+  b->state = block_state::unmapped;
+  b->has_uses = false;
+  b->tokens.clear();  // keeps the capacity: no malloc when the next free block gets its tokens
+  return b;
+}
+
+void block_arena::delete_block(arena_block* b) {
+  if (spare_.size() < spare_max) {
+    spare_.push_back(b);
+  } else {
+    delete b;
   }
 }
 
@@ -56,7 +79,7 @@ arena_range* block_arena::add_range(std::uintptr_t base, std::size_t size, block
   r->base = base;
   r->size = size;
   r->owner = owner;
-  auto* b = new arena_block;
+  arena_block* b = new_block();
   b->start = base;
   b->size = size;
   b->range = r.get();
@@ -76,28 +99,28 @@ void block_arena::remove_range(arena_range* r) {
   arena_block* b = sole_free_block(*r);
   STREAMPOOL_ASSERT(b != nullptr);
   unindex(b);
-  delete b;
+  delete_block(b);
   std::erase_if(ranges_, [&](const std::unique_ptr<arena_range>& x) { return x.get() == r; });
 }
 
 void block_arena::index(arena_block* b) {
   if (b->state == block_state::mapped) {
-    mapped_.insert(b);
+    b->in_mapped = mapped_.insert(b).first;
   } else if (b->state == block_state::unmapped) {
-    unmapped_.insert(b);
+    b->in_unmapped = unmapped_.insert(b).first;
   }
 }
 
 void block_arena::unindex(arena_block* b) {
   if (b->state == block_state::mapped) {
-    mapped_.erase(b);
+    mapped_.erase(b->in_mapped);
   } else if (b->state == block_state::unmapped) {
-    unmapped_.erase(b);
+    unmapped_.erase(b->in_unmapped);
   }
 }
 
 arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
-  auto* right = new arena_block;
+  arena_block* right = new_block();
   right->start = at;
   right->size = b->end() - at;
   right->range = b->range;
@@ -116,7 +139,7 @@ void block_arena::absorb(arena_block* left, arena_block* right) {
   left->size += right->size;
   left->next = right->next;
   if (right->next != nullptr) right->next->prev = left;
-  delete right;
+  delete_block(right);
 }
 
 bool block_arena::may_merge(const arena_block& a, const arena_block& b) const noexcept {
