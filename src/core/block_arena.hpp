@@ -24,7 +24,7 @@
 //   - unmapped blocks start and end on granule boundaries and carry no tokens;
 //   - a mapped block's tokens hold at most one token per timeline (the latest point), merged as a
 //     union when blocks coalesce.
-// The arena does no I/O and takes no lock: the pool calls it under its large lock, and the tests
+// The arena does no I/O and takes no lock: the pool calls it under its shard's lock, and the tests
 // drive it on made-up addresses. It never decides policy (which block, when to map or give back):
 // that is the pool's (pool_large.cpp).
 #pragma once
