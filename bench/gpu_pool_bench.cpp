@@ -461,6 +461,14 @@ int main(int argc, char** argv) {
   // 2. aggregate throughput
   std::vector<row> rate;
   std::vector<std::string> scaling;  // streampool's contention and memory per run
+  const auto note_scaling = [&](row& r) {  // right after the run, from last_scaling
+    const pool_statistics st = cuda_device::get().default_pool().statistics();
+    const double pairs = r.v["streampool"] * 1e6 * (quick ? 0.05 : 0.25);
+    scaling.push_back(format_row(
+        r.measure, pairs > 0 ? 1e3 * static_cast<double>(last_scaling.contended) / pairs : 0,
+        st.reserved_bytes, st.peak_reserved_bytes, last_scaling.peak_live_sum,
+        last_scaling.by_lock));
+  };
   for (bool mixed : {false, true}) {
     for (int threads : {1, 4, 16}) {
       row r;
@@ -468,12 +476,7 @@ int main(int argc, char** argv) {
                   (threads == 1 ? " thread" : " threads");
       for_each_allocator([&]<class A>() { r.v[A::name] = pairs_per_s<A>(threads, mixed) / 1e6; });
       rate.push_back(r);
-      const pool_statistics st = cuda_device::get().default_pool().statistics();
-      const double pairs = r.v["streampool"] * 1e6 * (quick ? 0.05 : 0.25);
-      const lock_contention& c = last_scaling.by_lock;
-      scaling.push_back(format_row(
-          r.measure, pairs > 0 ? 1e3 * static_cast<double>(last_scaling.contended) / pairs : 0,
-          st.reserved_bytes, st.peak_reserved_bytes, last_scaling.peak_live_sum, c));
+      note_scaling(r);
     }
   }
   // The mixed pattern in steady state: each thread first runs as many steps as host_pool_bench
@@ -490,12 +493,7 @@ int main(int argc, char** argv) {
       }
     });
     rate.push_back(r);
-    const pool_statistics st = cuda_device::get().default_pool().statistics();
-    const double pairs = r.v["streampool"] * 1e6 * (quick ? 0.05 : 0.25);
-    scaling.push_back(format_row(
-        r.measure, pairs > 0 ? 1e3 * static_cast<double>(last_scaling.contended) / pairs : 0,
-        st.reserved_bytes, st.peak_reserved_bytes, last_scaling.peak_live_sum,
-        last_scaling.by_lock));
+    note_scaling(r);
   }
   print_table("2. aggregate M pairs/s, each thread on its own stream", "M pairs/s", rate, false);
   std::printf(

@@ -53,17 +53,16 @@ constexpr std::size_t remap_budget_divisor = 5;
 
 // ---- both paths -------------------------------------------------------------------------------
 
-
 void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   const std::size_t size = round_up(bytes, min_block);
-  large_shard& own = *shards_[cache_of(s).shard];
+  stream_cache& cache = cache_of(s);  // once: every path below counts live bytes through it
   if (virtual_large_) {
     void* p = with_reclaim(size, [&]() -> void* {
-      if (void* q = take_free_any(s, own, size, /*pending_ok=*/false, /*split_big=*/true,
+      if (void* q = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
                                   /*try_only=*/true)) {
         return q;
       }
-      return grow_virtual(s, own, size);
+      return grow_virtual(s, cache, size);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
       const std::lock_guard growth(growth_mu_);
@@ -74,7 +73,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     return p;
   }
   return with_reclaim(size, [&]() -> void* {
-    if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/false,
+    if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/false,
                                 /*try_only=*/false)) {
       return p;
     }
@@ -84,16 +83,17 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     // on top of them. Growing may block anyway (the upstream call is slow; cuMemFree
     // synchronises), so host-waiting for their work here is allowed.
     give_back_free_segments();
-    if (void* p = grow_segment(s, own, size)) return p;
+    if (void* p = grow_segment(s, cache, size)) return p;
     // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
     // failing.
-    return take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+    return take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
                          /*try_only=*/false);
   });
 }
 
-void* pool_state::take_free_large(stream_ref s, large_shard& sh, std::size_t size,
-                                  bool pending_ok, bool split_big, bool try_only) {
+void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard& sh,
+                                  std::size_t size, bool pending_ok, bool split_big,
+                                  bool try_only) {
   const timeline* me = &s.get_timeline();
   token_set waits;
   std::uintptr_t start = 0;
@@ -140,15 +140,16 @@ void* pool_state::take_free_large(stream_ref s, large_shard& sh, std::size_t siz
     start = sh.arena.take(pick, pick->start, size)->start;
     count_large_out(sh, /*fresh=*/false, !all_ready_for(waits, me));
   }
-  return hand_out_large(s, start, size, waits);
+  return hand_out_large(s, cache, start, size, waits);
 }
 
-void* pool_state::take_free_any(stream_ref s, large_shard& own, std::size_t size, bool pending_ok,
-                                bool split_big, bool try_only) {
-  if (void* p = take_free_large(s, own, size, pending_ok, split_big)) return p;
+void* pool_state::take_free_any(stream_ref s, stream_cache& cache, std::size_t size,
+                                bool pending_ok, bool split_big, bool try_only) {
+  const std::size_t own = cache.shard;
+  if (void* p = take_free_large(s, cache, *shards_[own], size, pending_ok, split_big)) return p;
   for (std::size_t i = 1; i < shard_count; ++i) {
-    large_shard& other = *shards_[(own.index + i) % shard_count];
-    if (void* p = take_free_large(s, other, size, pending_ok, split_big, try_only)) return p;
+    large_shard& other = *shards_[(own + i) % shard_count];
+    if (void* p = take_free_large(s, cache, other, size, pending_ok, split_big, try_only)) return p;
   }
   return nullptr;
 }
@@ -158,10 +159,10 @@ void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexce
   large_shard::bump(sh.allocations);
 }
 
-void* pool_state::hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
-                                 const token_set& waits) {
+void* pool_state::hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start,
+                                 std::size_t bytes, const token_set& waits) {
   (void)order_after(s, waits);
-  count_live(s, static_cast<std::int64_t>(bytes));
+  count_live(cache, static_cast<std::int64_t>(bytes));
   return to_ptr(start);
 }
 
@@ -191,7 +192,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     large_shard::bump(sh.deallocations);
   }
   if (s != nullptr) {
-    count_live(*s, -static_cast<std::int64_t>(size));
+    count_live(cache_of(*s), -static_cast<std::int64_t>(size));
   } else {
     count_deallocation(size);
   }
@@ -267,7 +268,8 @@ void pool_state::destroy_large() noexcept {
 
 // ---- segment path -----------------------------------------------------------------------------
 
-void* pool_state::grow_segment(stream_ref s, large_shard& own, std::size_t size) {
+void* pool_state::grow_segment(stream_ref s, stream_cache& cache, std::size_t size) {
+  large_shard& own = *shards_[cache.shard];
   // Exactly the request, rounded to the upstream granularity: large requests dominate reserved
   // memory on real traces, and every extra byte here is a byte of reserved-over-live.
   const std::size_t g = backend_->caps().granularity;
@@ -300,7 +302,7 @@ void* pool_state::grow_segment(stream_ref s, large_shard& own, std::size_t size)
     map_.insert(base, bytes, r);
     large_ranges_.emplace(base, std::move(owned));
   }
-  return hand_out_large(s, to_addr(base), size, {});
+  return hand_out_large(s, cache, to_addr(base), size, {});
 }
 
 void pool_state::give_back_free_segments() {
@@ -475,7 +477,8 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
   return released;
 }
 
-void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size) {
+void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t size) {
+  large_shard& own = *shards_[cache.shard];
   const std::size_t g = vm_granule();
   const timeline* me = &s.get_timeline();
   const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
@@ -502,7 +505,7 @@ void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size)
     token_set waits;
     bool fresh_memory = false;
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
-    if (void* p = take_free_any(s, own, size, /*pending_ok=*/false, /*split_big=*/true,
+    if (void* p = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
                                 /*try_only=*/false)) {
       return p;
     }
@@ -599,7 +602,7 @@ void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size)
           // New memory would be needed. A free block that fits behind a device-side wait saves
           // that growth; a wait couples the two streams, so it is taken only here.
           unlock_all();
-          if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+          if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
                                       /*try_only=*/false)) {
             return p;
           }
@@ -611,7 +614,7 @@ void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size)
             merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
           }
           if (merged) {
-            if (void* p = take_free_any(s, own, size, /*pending_ok=*/true, /*split_big=*/true,
+            if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
                                         /*try_only=*/false)) {
               return p;
             }
@@ -730,7 +733,7 @@ void* pool_state::grow_virtual(stream_ref s, large_shard& own, std::size_t size)
       }
       count_large_out(*target, fresh_memory, !all_ready_for(waits, me));
     }
-    return hand_out_large(s, window, size, waits);
+    return hand_out_large(s, cache, window, size, waits);
   }
 }
 

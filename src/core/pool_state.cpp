@@ -153,8 +153,7 @@ stream_cache& pool_state::cache_of(stream_ref s) {
   return cp != nullptr ? *cp : *line.cache_for(*this);
 }
 
-void pool_state::count_live(stream_ref s, std::int64_t bytes) {
-  stream_cache& c = cache_of(s);
+void pool_state::count_live(stream_cache& c, std::int64_t bytes) {
   stream_cache::counted n{};
   {
     std::lock_guard lock(c.mu);

@@ -106,25 +106,25 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Best fit among the free blocks of `sh` with memory behind them: one that needs no wait, else
   /// (when `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
   /// `try_only`: skip the shard if its lock is held (a probe of another stream's shard).
-  void* take_free_large(stream_ref s, large_shard& sh, std::size_t size, bool pending_ok,
-                        bool split_big, bool try_only = false);
-  /// The same over every shard: `own` first, then the others in turn.
-  void* take_free_any(stream_ref s, large_shard& own, std::size_t size, bool pending_ok,
+  void* take_free_large(stream_ref s, stream_cache& cache, large_shard& sh, std::size_t size,
+                        bool pending_ok, bool split_big, bool try_only = false);
+  /// The same over every shard: the cache's own first, then the others in turn.
+  void* take_free_any(stream_ref s, stream_cache& cache, std::size_t size, bool pending_ok,
                       bool split_big, bool try_only);
   /// Counts the block of `sh` just taken live (under sh.mu).
   static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
-  /// Orders s after `waits` and counts `bytes` live on s (no lock held).
-  void* hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
+  /// Orders s after `waits` and counts `bytes` live on s's cache (no lock held).
+  void* hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start, std::size_t bytes,
                        const token_set& waits);
-  /// Adds `bytes` (negative for a free) to the live count through s's cache.
-  void count_live(stream_ref s, std::int64_t bytes);
+  /// Adds `bytes` (negative for a free) to the live count through a stream's cache.
+  void count_live(stream_cache& c, std::int64_t bytes);
   // Segment path.
-  void* grow_segment(stream_ref s, large_shard& own, std::size_t size);
+  void* grow_segment(stream_ref s, stream_cache& cache, std::size_t size);
   /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
   /// Only before a growth, which may block (rule 1).
   void give_back_free_segments();
   // Virtual-memory path.
-  void* grow_virtual(stream_ref s, large_shard& own, std::size_t size);
+  void* grow_virtual(stream_ref s, stream_cache& cache, std::size_t size);
   [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
   /// Reserves another virtual range of at least `bytes` for `own`; false when the address space
   /// is refused.
