@@ -330,15 +330,16 @@ std::string format_row(const std::string& run, double contended_per_kpair, std::
                        std::size_t peak_reserved, std::size_t peak_live_sum,
                        const lock_contention& c) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "| %s | %.3f | %zu | %zu | %.1f | %.2f | %llu, %llu, %llu, %llu, %llu, %llu |\n",
-                run.c_str(), contended_per_kpair, reserved >> 20, peak_reserved >> 20,
-                static_cast<double>(peak_live_sum) / (1 << 20),
-                peak_live_sum > 0 ? static_cast<double>(reserved) / static_cast<double>(peak_live_sum) : 0.0,
-                static_cast<unsigned long long>(c.stream_caches),
-                static_cast<unsigned long long>(c.class_lists),
-                static_cast<unsigned long long>(c.large_shards),
-                static_cast<unsigned long long>(c.growth),
-                static_cast<unsigned long long>(c.segments), static_cast<unsigned long long>(c.other));
+  std::snprintf(
+      buf, sizeof buf,
+      "| %s | %.3f | %zu | %zu | %.1f | %.2f | %llu, %llu, %llu, %llu, %llu, %llu |\n", run.c_str(),
+      contended_per_kpair, reserved >> 20, peak_reserved >> 20,
+      static_cast<double>(peak_live_sum) / (1 << 20),
+      peak_live_sum > 0 ? static_cast<double>(reserved) / static_cast<double>(peak_live_sum) : 0.0,
+      static_cast<unsigned long long>(c.stream_caches),
+      static_cast<unsigned long long>(c.class_lists),
+      static_cast<unsigned long long>(c.large_shards), static_cast<unsigned long long>(c.growth),
+      static_cast<unsigned long long>(c.segments), static_cast<unsigned long long>(c.other));
   return buf;
 }
 
@@ -460,7 +461,7 @@ int main(int argc, char** argv) {
 
   // 2. aggregate throughput
   std::vector<row> rate;
-  std::vector<std::string> scaling;  // streampool's contention and memory per run
+  std::vector<std::string> scaling;        // streampool's contention and memory per run
   const auto note_scaling = [&](row& r) {  // right after the run, from last_scaling
     const pool_statistics st = cuda_device::get().default_pool().statistics();
     const double pairs = r.v["streampool"] * 1e6 * (quick ? 0.05 : 0.25);
@@ -485,8 +486,8 @@ int main(int argc, char** argv) {
   constexpr int steady_warm = static_cast<int>(mixed_pattern::length / 8);
   for (int threads : {1, 4, 16}) {
     row r;
-    r.measure = "mixed, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-                ", warmed";
+    r.measure =
+        "mixed, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + ", warmed";
     for_each_allocator([&]<class A>() {
       if constexpr (!std::is_same_v<A, cuda_malloc_alloc>) {
         r.v[A::name] = pairs_per_s<A>(threads, true, quick ? 256 : steady_warm) / 1e6;

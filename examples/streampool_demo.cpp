@@ -53,12 +53,13 @@ bool origin_scenario(const sp::device& d, const char* name) {
     if (round == 19) {
       const auto reused = (after.ready_reuses + after.waited_reuses + after.same_stream_reuses) -
                           (before.ready_reuses + before.waited_reuses + before.same_stream_reuses);
-      std::printf("  %-6s 20 rounds: read-back %s; last round reused %llu blocks, reserved %.1f "
-                  "MiB (peak %.1f MiB), device waits %llu\n",
-                  name, ok ? "exact" : "WRONG", static_cast<unsigned long long>(reused),
-                  static_cast<double>(after.reserved_bytes) / (1 << 20),
-                  static_cast<double>(after.peak_reserved_bytes) / (1 << 20),
-                  static_cast<unsigned long long>(after.device_waits));
+      std::printf(
+          "  %-6s 20 rounds: read-back %s; last round reused %llu blocks, reserved %.1f "
+          "MiB (peak %.1f MiB), device waits %llu\n",
+          name, ok ? "exact" : "WRONG", static_cast<unsigned long long>(reused),
+          static_cast<double>(after.reserved_bytes) / (1 << 20),
+          static_cast<double>(after.peak_reserved_bytes) / (1 << 20),
+          static_cast<unsigned long long>(after.device_waits));
     }
   }
   return ok;
@@ -99,8 +100,9 @@ void timing_table(const sp::device& d, const char* name) {
 }  // namespace
 
 int main() {
-  std::printf("streampool demo\n\n1. The origin scenario (threads die with their streams; their "
-              "arrays are freed later; the main thread reuses the blocks)\n");
+  std::printf(
+      "streampool demo\n\n1. The origin scenario (threads die with their streams; their "
+      "arrays are freed later; the main thread reuses the blocks)\n");
   bool ok = origin_scenario(sp::device(sp::make_host_backend({.checking = true})), "host");
   std::vector<std::pair<sp::device, const char*>> timed{{sp::device::host(), "host"}};
 #ifdef DEMO_HAVE_CUDA
@@ -112,8 +114,9 @@ int main() {
     std::printf("  cuda   not available here (no driver or no GPU): skipped\n");
   }
 #endif
-  std::printf("\n2. Warm alloc+free pair on one stream (steady_clock, 200k pairs; the benchmarks "
-              "in bench/ are the measurement)\n");
+  std::printf(
+      "\n2. Warm alloc+free pair on one stream (steady_clock, 200k pairs; the benchmarks "
+      "in bench/ are the measurement)\n");
   for (auto& [d, name] : timed) timing_table(d, name);
   std::printf("\n%s\n", ok ? "demo: OK" : "demo: FAILED");
   return ok ? 0 : 1;

@@ -93,13 +93,13 @@ typedef struct sp_pool_s* sp_pool_t;
 
 /** Options of the host backend (the CPU as a device). Initialise with sp_host_options_init. */
 typedef struct sp_host_options_s {
-  int checking;              /**< 1: race detector + poisoning (use in tests) */
-  unsigned max_delay_us;     /**< random delay before each command; 0 = none */
-  uint64_t seed;             /**< delay injection seed */
-  size_t total_memory;       /**< reported device size; 0 = the machine's RAM */
-  size_t granularity;        /**< upstream allocation granularity (power of two >= 64 KiB) */
-  int device_wait;           /**< 0: behave like a backend without device-side waits */
-  int virtual_memory;        /**< 0: behave like a backend without virtual memory */
+  int checking;          /**< 1: race detector + poisoning (use in tests) */
+  unsigned max_delay_us; /**< random delay before each command; 0 = none */
+  uint64_t seed;         /**< delay injection seed */
+  size_t total_memory;   /**< reported device size; 0 = the machine's RAM */
+  size_t granularity;    /**< upstream allocation granularity (power of two >= 64 KiB) */
+  int device_wait;       /**< 0: behave like a backend without device-side waits */
+  int virtual_memory;    /**< 0: behave like a backend without virtual memory */
 } sp_host_options_t;
 
 SP_API sp_status_t sp_host_options_init(sp_host_options_t* options);
@@ -145,12 +145,12 @@ SP_API sp_status_t sp_stream_native(sp_stream_t stream, void** native_stream);
 
 /** Options of a new pool. Initialise with sp_pool_options_init. */
 typedef struct sp_pool_options_s {
-  size_t memory_limit;        /**< bytes; 0 = STREAMPOOL_MEMORY_LIMIT from the environment, else none */
-  size_t small_max;           /**< requests up to this size come from slabs by size class */
-  size_t stream_cache_bytes;  /**< per stream and size class, before spilling to shared lists */
-  int poison_on_free;         /**< 1: fill freed memory with 0xDB, stream-ordered */
-  int virtual_memory;         /**< 1: large blocks on virtual memory where the device has it */
-  size_t release_threshold;   /**< virtual memory: keep at most this much (SIZE_MAX: keep all) */
+  size_t memory_limit; /**< bytes; 0 = STREAMPOOL_MEMORY_LIMIT from the environment, else none */
+  size_t small_max;    /**< requests up to this size come from slabs by size class */
+  size_t stream_cache_bytes; /**< per stream and size class, before spilling to shared lists */
+  int poison_on_free;        /**< 1: fill freed memory with 0xDB, stream-ordered */
+  int virtual_memory;        /**< 1: large blocks on virtual memory where the device has it */
+  size_t release_threshold;  /**< virtual memory: keep at most this much (SIZE_MAX: keep all) */
 } sp_pool_options_t;
 
 SP_API sp_status_t sp_pool_options_init(sp_pool_options_t* options);
@@ -179,12 +179,12 @@ SP_API sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t str
 SP_API sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size);
 
 typedef struct sp_pool_statistics_s {
-  size_t live_bytes;            /**< handed out now (block sizes) */
-  size_t cached_bytes;          /**< free in the pool */
-  size_t reserved_bytes;        /**< held from the upstream */
+  size_t live_bytes;     /**< handed out now (block sizes) */
+  size_t cached_bytes;   /**< free in the pool */
+  size_t reserved_bytes; /**< held from the upstream */
   size_t peak_live_bytes;
   size_t peak_reserved_bytes;
-  size_t memory_limit;          /**< 0 = none */
+  size_t memory_limit; /**< 0 = none */
   uint64_t allocations;
   uint64_t deallocations;
   uint64_t fresh_allocations;
@@ -196,13 +196,13 @@ typedef struct sp_pool_statistics_s {
   uint64_t upstream_allocations;
   uint64_t upstream_deallocations;
   uint64_t reclaim_calls;
-  size_t stream_caches;         /**< streams with a cache in this pool */
-  uint64_t upstream_reserves;   /**< virtual address ranges reserved */
-  uint64_t upstream_creates;    /**< physical granules created */
-  uint64_t upstream_releases;   /**< physical granules given back */
-  uint64_t upstream_maps;       /**< granules mapped */
-  uint64_t upstream_unmaps;     /**< granules unmapped */
-  uint64_t upstream_calls;      /**< all upstream calls above and the allocations/deallocations */
+  size_t stream_caches;       /**< streams with a cache in this pool */
+  uint64_t upstream_reserves; /**< virtual address ranges reserved */
+  uint64_t upstream_creates;  /**< physical granules created */
+  uint64_t upstream_releases; /**< physical granules given back */
+  uint64_t upstream_maps;     /**< granules mapped */
+  uint64_t upstream_unmaps;   /**< granules unmapped */
+  uint64_t upstream_calls;    /**< all upstream calls above and the allocations/deallocations */
 } sp_pool_statistics_t;
 
 SP_API sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics);
@@ -295,7 +295,8 @@ SP_API sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t byte
 SP_API sp_status_t sp_memory_unregister(void* ptr);
 
 /** Host -> device: returns once `src` has been staged (it may be reused at once). */
-SP_API sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, size_t bytes);
+SP_API sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src,
+                                       size_t bytes);
 /** Device -> host: returns once the data is in `dst` (synchronous). */
 SP_API sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, size_t bytes);
 /** Device -> device, asynchronous. */

@@ -14,12 +14,11 @@ struct host_fixture {
   static constexpr std::size_t busy_bytes = std::size_t{16} << 20;
   static bool available() { return true; }
   static sp::device make_device() {
-    return sp::device(sp::make_host_backend(
-        {.checking = true,
-         .max_delay_us = 50,
-         .seed = 42,
-         .device_wait = DeviceWait,
-         .virtual_memory = VirtualMemory}));
+    return sp::device(sp::make_host_backend({.checking = true,
+                                             .max_delay_us = 50,
+                                             .seed = 42,
+                                             .device_wait = DeviceWait,
+                                             .virtual_memory = VirtualMemory}));
   }
   static std::vector<std::string> violations(const sp::device& d) {
     return sp::host_violations(d.get_backend());

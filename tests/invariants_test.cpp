@@ -231,12 +231,12 @@ TEST(Invariant4BadInput, ErrorsLeaveThePoolConsistent) {
   p.deallocate(s, freed);
   const auto base = snapshot();
   const std::function<void()> bad[] = {
-      [&] { p.deallocate(s, freed); },                           // double free
-      [&] { p.deallocate(s, &x); },                              // foreign pointer
+      [&] { p.deallocate(s, freed); },                              // double free
+      [&] { p.deallocate(s, &x); },                                 // foreign pointer
       [&] { p.deallocate(s, static_cast<char*>(live[1]) + 256); },  // inside a block
-      [&] { (void)p.allocate(s, ~std::size_t{0}); },              // overflow
-      [&] { (void)p.allocate(s_other, 512); },                   // wrong device
-      [&] { sp::array<double> a(~std::size_t{0} / 4, p); },       // element count overflow
+      [&] { (void)p.allocate(s, ~std::size_t{0}); },                // overflow
+      [&] { (void)p.allocate(s_other, 512); },                      // wrong device
+      [&] { sp::array<double> a(~std::size_t{0} / 4, p); },         // element count overflow
   };
   for (const auto& fn : bad) {
     EXPECT_THROW(fn(), sp::logic_error);

@@ -15,12 +15,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
-#include <vector>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "model/driver.hpp"
 
@@ -70,8 +70,9 @@ TEST(ModelTest, RandomSequences) {
     ASSERT_TRUE(r.ok) << "seed " << seed << "\n" << sm::format_report(r);
     return;
   }
-  const std::uint64_t count =
-      env_or("STREAMPOOL_MODEL_SEEDS", under_tsan ? 150 : under_sanitizer ? 300 : 2000);
+  const std::uint64_t count = env_or("STREAMPOOL_MODEL_SEEDS", under_tsan        ? 150
+                                                               : under_sanitizer ? 300
+                                                                                 : 2000);
   const std::uint64_t first = env_or("STREAMPOOL_MODEL_FIRST_SEED", 1);
   const unsigned jobs = static_cast<unsigned>(
       std::max<std::uint64_t>(1, env_or("STREAMPOOL_MODEL_JOBS", under_sanitizer ? 2 : 4)));
@@ -116,14 +117,15 @@ TEST(ModelTest, RandomSequences) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("model: %llu seeds (%llu..%llu) in %.1f s: %llu operations, %llu allocations, %llu "
-              "cross-stream reuses, %llu with a pool-made device wait, %llu data checks, %llu "
-              "out-of-memory\n",
-              static_cast<unsigned long long>(count), static_cast<unsigned long long>(first),
-              static_cast<unsigned long long>(first + count - 1), secs,
-              static_cast<unsigned long long>(ops), static_cast<unsigned long long>(allocations),
-              static_cast<unsigned long long>(cross), static_cast<unsigned long long>(waited),
-              static_cast<unsigned long long>(data), static_cast<unsigned long long>(oom));
+  std::printf(
+      "model: %llu seeds (%llu..%llu) in %.1f s: %llu operations, %llu allocations, %llu "
+      "cross-stream reuses, %llu with a pool-made device wait, %llu data checks, %llu "
+      "out-of-memory\n",
+      static_cast<unsigned long long>(count), static_cast<unsigned long long>(first),
+      static_cast<unsigned long long>(first + count - 1), secs,
+      static_cast<unsigned long long>(ops), static_cast<unsigned long long>(allocations),
+      static_cast<unsigned long long>(cross), static_cast<unsigned long long>(waited),
+      static_cast<unsigned long long>(data), static_cast<unsigned long long>(oom));
   EXPECT_GT(cross, 0u) << "no sequence reused memory across streams: the test lost its teeth";
   if (count >= 200) {
     EXPECT_GT(waited, 0u) << "the pool never had to wait: the test lost its teeth";

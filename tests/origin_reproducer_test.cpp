@@ -70,7 +70,8 @@ std::vector<sp::array<float>> use_elsewhere(const sp::device& d, variant v) {
           sp::stream_scope scope(*s);
           auto as = allocate_and_fill(d);
           s->synchronize();
-          for (std::size_t i = 0; i < as.size(); ++i) parts[i % killers].push_back(std::move(as[i]));
+          for (std::size_t i = 0; i < as.size(); ++i)
+            parts[i % killers].push_back(std::move(as[i]));
         }
         for (int k = 0; k < killers; ++k) {
           threads.emplace_back([&parts, &start, k] {
@@ -122,7 +123,8 @@ void run_reproducer(variant v, std::uint64_t seed) {
     for (std::size_t i = 0; i < bs.size(); ++i) all.view(i * elements, elements).copy_from(bs[i]);
     const std::vector<float> got = all.download();
     for (std::size_t i = 0; i < bs.size(); ++i) {
-      ASSERT_TRUE(std::equal(host[i].begin(), host[i].end(), got.begin() + static_cast<std::ptrdiff_t>(i * elements)))
+      ASSERT_TRUE(std::equal(host[i].begin(), host[i].end(),
+                             got.begin() + static_cast<std::ptrdiff_t>(i * elements)))
           << "round " << round << ", array " << i;
     }
     if (round == 0) reserved_after_first = p.statistics().reserved_bytes;
@@ -134,7 +136,9 @@ void run_reproducer(variant v, std::uint64_t seed) {
 
 }  // namespace
 
-TEST(OriginReproducer, ArraysDestroyedInsideTheThread) { run_reproducer(variant::inside_thread, 1); }
+TEST(OriginReproducer, ArraysDestroyedInsideTheThread) {
+  run_reproducer(variant::inside_thread, 1);
+}
 
 TEST(OriginReproducer, ArraysDestroyedAfterThreadAndStreamAreGone) {
   run_reproducer(variant::after_thread, 2);

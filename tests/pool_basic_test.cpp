@@ -75,7 +75,8 @@ TEST(PoolBasic, SmallClassesShareSlabPagesAndTrimGivesThemBack) {
   sp::pool p(d);
   sp::stream s(d);
   std::vector<void*> blocks;
-  for (std::size_t n = 256; n <= 64 * 1024; n *= 2) blocks.push_back(p.allocate(s, n));  // 9 classes
+  for (std::size_t n = 256; n <= 64 * 1024; n *= 2)
+    blocks.push_back(p.allocate(s, n));  // 9 classes
   sp::pool_statistics st = p.statistics();
   EXPECT_EQ(st.upstream_allocations, 1u) << "nine slabs in one page";
   EXPECT_EQ(st.reserved_bytes, std::size_t{2} << 20);

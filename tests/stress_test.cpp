@@ -136,7 +136,8 @@ void stress(bool device_wait, std::uint64_t seed) {
         const std::uint64_t cookie = (seed << 40) ^ (static_cast<std::uint64_t>(t) << 32) ^
                                      static_cast<std::uint64_t>(i) ^ 0x0123456789ull;
         const std::size_t bytes = random_size(rng);
-        const auto to = static_cast<std::size_t>((t + 1 + static_cast<int>(rng() % (threads - 1))) % threads);
+        const auto to =
+            static_cast<std::size_t>((t + 1 + static_cast<int>(rng() % (threads - 1))) % threads);
         if (rng() % 2 == 0) {
           void* q = p.allocate(s, bytes);
           s.submit(sp::command::make(sp::fill_command{q, cookie, 8, bytes / 8}));
@@ -146,7 +147,8 @@ void stress(bool device_wait, std::uint64_t seed) {
           a.fill(cookie);
           boxes[to].put(item{cookie, nullptr, 0, {}, true, std::move(a)});
         }
-        while (auto got = boxes[static_cast<std::size_t>(t)].take()) verify_and_keep(std::move(*got));
+        while (auto got = boxes[static_cast<std::size_t>(t)].take())
+          verify_and_keep(std::move(*got));
         while (mine.size() > 8) free_one();
       }
       // Drain: everything sent to this thread before its producers finished. Producers finish
@@ -166,7 +168,8 @@ void stress(bool device_wait, std::uint64_t seed) {
           item* r = &*got;
           s.ref().wait(r->written);
           std::vector<std::uint64_t> host(r->bytes / 8);
-          s.ref().submit(sp::command::make(sp::copy_command{host.data(), r->p, r->bytes, false, true}));
+          s.ref().submit(
+              sp::command::make(sp::copy_command{host.data(), r->p, r->bytes, false, true}));
           s.synchronize();
           EXPECT_TRUE(std::all_of(host.begin(), host.end(),
                                   [&](std::uint64_t x) { return x == r->cookie; }));

@@ -4,7 +4,6 @@
 // what makes the record_stream tests able to fail (the negative control below does). The real
 // thing, PyTorch on the H200, is bench/torch/ (bench/RESULTS.md).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstdlib>

@@ -29,8 +29,8 @@ namespace streampool {
 
 template <class T>
 concept element = std::same_as<T, float> || std::same_as<T, double> ||
-                  std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
-                  std::same_as<T, std::uint32_t> || std::same_as<T, std::uint64_t>;
+    std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
+    std::same_as<T, std::uint32_t> || std::same_as<T, std::uint64_t>;
 
 template <element T>
 constexpr dtype dtype_of() {
@@ -160,7 +160,8 @@ class array {
     if (size_ == 0) return;
     stream_ref s = current_stream(get_device());
     detail::buffer* w = buf_.get();
-    detail::run_on(s, command::make(copy_command{data(), host.data(), size_ * sizeof(T), true, false}),
+    detail::run_on(s,
+                   command::make(copy_command{data(), host.data(), size_ * sizeof(T), true, false}),
                    {}, {&w, 1});
   }
 
@@ -169,7 +170,8 @@ class array {
     if (size_ == 0) return;
     stream_ref s = current_stream(get_device());
     detail::buffer* r = buf_.get();
-    detail::run_on(s, command::make(copy_command{host.data(), data(), size_ * sizeof(T), false, true}),
+    detail::run_on(s,
+                   command::make(copy_command{host.data(), data(), size_ * sizeof(T), false, true}),
                    {&r, 1}, {});
     s.synchronize();
   }
@@ -195,9 +197,10 @@ class array {
     if (size_ == 0) return;
     detail::buffer* r = other.buf_.get();
     detail::buffer* w = buf_.get();
-    detail::run_on(current_stream(get_device()),
-                   command::make(copy_command{data(), other.data(), size_ * sizeof(T), false, false}),
-                   {&r, 1}, {&w, 1});
+    detail::run_on(
+        current_stream(get_device()),
+        command::make(copy_command{data(), other.data(), size_ * sizeof(T), false, false}), {&r, 1},
+        {&w, 1});
   }
 
  private:
@@ -209,10 +212,11 @@ class array {
 namespace detail {
 template <element T>
 void run_kernel(kernel_kind kind, op fn, array<T>& out, const array<T>& in0,
-                std::type_identity_t<const array<T>*> in1,
-                scalar a, bool has_scalar, std::size_t n) {
-  kernel_command k{kind, fn, dtype_of<T>(), in0.data(), in1 != nullptr ? in1->data() : nullptr,
-                   out.data(), n, a, has_scalar};
+                std::type_identity_t<const array<T>*> in1, scalar a, bool has_scalar,
+                std::size_t n) {
+  kernel_command k{
+      kind, fn, dtype_of<T>(), in0.data(), in1 != nullptr ? in1->data() : nullptr, out.data(),
+      n,    a,  has_scalar};
   check_kernel(k);
   if (n == 0 && kind != kernel_kind::reduce) return;
   buffer* reads[2] = {&in0.get_buffer(), in1 != nullptr ? &in1->get_buffer() : nullptr};

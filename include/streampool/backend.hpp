@@ -1,8 +1,8 @@
 // streampool: the backend contract.
 //
 // A backend is one kind of device (the CPU as a device, CUDA, OpenCL, Level Zero) seen through
-// ten operations, plus six optional virtual-memory operations. Everything above it (timelines, the pool, arrays) is written once, against
-// this header only.
+// ten operations, plus six optional virtual-memory operations. Everything above it (timelines, the
+// pool, arrays) is written once, against this header only.
 //
 // Glossary
 //   queue    an in-order queue of device work (a CUDA stream, a host worker thread, an OpenCL
@@ -19,24 +19,25 @@
 //            them: it maps only memory that is free).
 //
 // Pre- and postconditions, for every implementation:
-//   allocate(bytes)            bytes > 0 and a multiple of caps().granularity. Returns memory aligned
-//                              to caps().granularity, or nullptr when the device is out of memory
-//                              (never throws for OOM; throws backend_error for other failures).
+//   allocate(bytes)            bytes > 0 and a multiple of caps().granularity. Returns memory
+//                              aligned to caps().granularity, or nullptr when the device is out of
+//                              memory (never throws for OOM; throws backend_error for other
+//                              failures).
 //   deallocate(p, bytes)       p came from allocate(bytes) and no queued work still uses it.
 //   create_queue()             returns a new queue; never nullptr.
 //   destroy_queue(q)           all work submitted to q has completed (the caller host-waited on a
 //                              marker recorded last). Afterwards q is never passed again.
 //   submit(q, cmd)             enqueues cmd after everything already in q and returns without
 //                              waiting for it. Host memory named by cmd (an upload's source) may be
-//                              reused by the caller as soon as submit returns: the backend stages or
-//                              synchronises. May be called concurrently for different queues and for
-//                              the same queue.
+//                              reused by the caller as soon as submit returns: the backend stages
+//                              or synchronises. May be called concurrently for different queues and
+//                              for the same queue.
 //   record(q)                  returns a new marker after everything already in q.
 //   query(m)                   true once m is complete. Never blocks. Thread-safe.
 //   wait_host(m)               blocks the calling thread until m is complete.
 //   wait_device(q, m)          makes work submitted to q after this call wait until m is complete,
-//                              without blocking the host. m may belong to a queue that has since been
-//                              destroyed. A backend without device-side waits sets
+//                              without blocking the host. m may belong to a queue that has since
+//                              been destroyed. A backend without device-side waits sets
 //                              caps().device_wait = false and implements this as wait_host(m).
 //   release_marker(m)          m is never used again. Called at most once per marker.
 //
@@ -77,11 +78,11 @@ using native_physical = void*;
 
 /// What a backend can do; read by the pool and the array layer instead of #ifdefs.
 struct backend_caps {
-  bool device_wait = true;        ///< wait_device enqueues a device-side wait (no host block)
-  bool host_accessible = false;   ///< device memory may be dereferenced by the host
+  bool device_wait = true;             ///< wait_device enqueues a device-side wait (no host block)
+  bool host_accessible = false;        ///< device memory may be dereferenced by the host
   std::size_t granularity = 2u << 20;  ///< allocate() sizes and alignment (2 MiB on an H200)
-  std::size_t total_memory = 0;   ///< device memory in bytes (0 when unknown)
-  bool virtual_memory = false;    ///< reserve/map/unmap and physical granules are available
+  std::size_t total_memory = 0;        ///< device memory in bytes (0 when unknown)
+  bool virtual_memory = false;         ///< reserve/map/unmap and physical granules are available
   /// Virtual memory: the granule, the unit of physical memory and of mapping (a multiple of
   /// granularity). Coarser granules cost memory at the edges of what is mapped; finer ones cost
   /// speed (on the H200, GPT-2 training ran slower on 2 MiB granules than on 8 MiB ones).
@@ -115,9 +116,23 @@ struct command {
     fill_command fill;
     kernel_command kernel;
   };
-  static command make(const copy_command& c) { command r{command_kind::copy, {}}; r.copy = c; return r; }
-  static command make(const fill_command& f) { command r{command_kind::copy, {}}; r.kind = command_kind::fill; r.fill = f; return r; }
-  static command make(const kernel_command& k) { command r{command_kind::copy, {}}; r.kind = command_kind::kernel; r.kernel = k; return r; }
+  static command make(const copy_command& c) {
+    command r{command_kind::copy, {}};
+    r.copy = c;
+    return r;
+  }
+  static command make(const fill_command& f) {
+    command r{command_kind::copy, {}};
+    r.kind = command_kind::fill;
+    r.fill = f;
+    return r;
+  }
+  static command make(const kernel_command& k) {
+    command r{command_kind::copy, {}};
+    r.kind = command_kind::kernel;
+    r.kernel = k;
+    return r;
+  }
 };
 
 /// The backend contract. Public non-virtual functions check their arguments, then call the

@@ -2,8 +2,9 @@
 //
 // Glossary
 //   device        one backend instance plus its default pool. A cheap shared handle: copies refer
-//                 to the same device, and the device's state lives until the last handle, stream,
-//                 pool, array or token that needs it is gone, so handles may be dropped in any order.
+//                 to the same device, and the device's state lives until the last handle,
+//                 stream, pool, array or token that needs it is gone, so handles may be dropped
+//                 in any order.
 //   default pool  created on first use with options from the environment
 //                 (STREAMPOOL_MEMORY_LIMIT, see pool.hpp).
 #pragma once

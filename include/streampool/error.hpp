@@ -73,15 +73,16 @@ STREAMPOOL_EXPORT std::string format_ptr(const void* p);
 }  // namespace streampool
 
 /// Throws streampool::logic_error with file:line and the message when `cond` is false.
-#define STREAMPOOL_EXPECTS(cond, message)                                        \
-  do {                                                                           \
-    if (!(cond)) [[unlikely]] {                                                  \
-      ::streampool::detail::throw_logic_error(__FILE__, __LINE__, (message));    \
-    }                                                                            \
+#define STREAMPOOL_EXPECTS(cond, message)                                     \
+  do {                                                                        \
+    if (!(cond)) [[unlikely]] {                                               \
+      ::streampool::detail::throw_logic_error(__FILE__, __LINE__, (message)); \
+    }                                                                         \
   } while (0)
 
 /// Throws streampool::logic_error with file:line and the message.
-#define STREAMPOOL_FAIL(message) ::streampool::detail::throw_logic_error(__FILE__, __LINE__, (message))
+#define STREAMPOOL_FAIL(message) \
+  ::streampool::detail::throw_logic_error(__FILE__, __LINE__, (message))
 
 // Graded assertions (mimalloc style). STREAMPOOL_DEBUG_LEVEL: 0 none, 1 cheap checks,
 // 2 internal invariants, 3 expensive full validation.
@@ -89,7 +90,8 @@ STREAMPOOL_EXPORT std::string format_ptr(const void* p);
 #define STREAMPOOL_DEBUG_LEVEL 1
 #endif
 namespace streampool::detail {
-[[noreturn]] STREAMPOOL_EXPORT void assert_fail(const char* expr, const char* file, int line) noexcept;
+[[noreturn]] STREAMPOOL_EXPORT void assert_fail(const char* expr, const char* file,
+                                                int line) noexcept;
 }
 #define STREAMPOOL_ASSERT_IMPL(expr) \
   ((expr) ? (void)0 : ::streampool::detail::assert_fail(#expr, __FILE__, __LINE__))

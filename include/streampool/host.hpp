@@ -28,12 +28,12 @@
 namespace streampool {
 
 struct host_options {
-  bool checking = false;            ///< race detector + poisoning of released segments
-  unsigned max_delay_us = 0;        ///< random delay before each command, 0 = none
-  std::uint64_t seed = 1;           ///< delay injection seed
-  std::size_t total_memory = 0;     ///< reported device size (for percentage limits); 0 = RAM
+  bool checking = false;                ///< race detector + poisoning of released segments
+  unsigned max_delay_us = 0;            ///< random delay before each command, 0 = none
+  std::uint64_t seed = 1;               ///< delay injection seed
+  std::size_t total_memory = 0;         ///< reported device size (for percentage limits); 0 = RAM
   std::size_t granularity = 64u << 10;  ///< upstream allocation granularity
-  bool device_wait = true;          ///< false: behave like a backend without device-side waits
+  bool device_wait = true;              ///< false: behave like a backend without device-side waits
   /// Virtual memory (backend.hpp): ranges reserved with mmap(PROT_NONE), granules mapped and
   /// unmapped in place. false: behave like a backend without it (the pool's segment path).
   bool virtual_memory = true;

@@ -60,12 +60,12 @@ struct kernel_command {
   kernel_kind kind;
   op fn;
   dtype type;
-  const void* in0;   ///< n elements
-  const void* in1;   ///< n elements (map_binary), else nullptr
-  void* out;         ///< n elements (1 for reduce); may equal in0 for map kernels
+  const void* in0;  ///< n elements
+  const void* in1;  ///< n elements (map_binary), else nullptr
+  void* out;        ///< n elements (1 for reduce); may equal in0 for map kernels
   std::size_t n;
-  scalar a;          ///< scalar operand (map_unary with binary op, axpy, exclusive scan's init)
-  bool has_scalar;   ///< map_unary: op takes the scalar a as its second operand
+  scalar a;         ///< scalar operand (map_unary with binary op, axpy, exclusive scan's init)
+  bool has_scalar;  ///< map_unary: op takes the scalar a as its second operand
 };
 
 }  // namespace streampool

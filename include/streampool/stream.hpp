@@ -1,9 +1,10 @@
 // streampool: streams.
 //
 // Glossary
-//   stream          an owning handle of one in-order queue on a device, and of the queue's timeline.
-//                   Move-only. Destroying it waits for its submitted work, retires the timeline and
-//                   destroys the queue; tokens taken on it stay valid (they are complete).
+//   stream          an owning handle of one in-order queue on a device, and of the queue's
+//                   timeline. Move-only. Destroying it waits for its submitted work, retires the
+//                   timeline and destroys the queue; tokens taken on it stay valid (they are
+//                   complete).
 //   stream_ref      a non-owning view of a stream, passed by value. Valid while the stream lives.
 //   default stream  one per (thread, device), created on first use and destroyed when its thread
 //                   exits: the C++ form of the task-local streams of the origin report.

@@ -5,9 +5,9 @@
 namespace streampool::detail {
 
 std::size_t checked_bytes(std::size_t n, std::size_t element_size) {
-  STREAMPOOL_EXPECTS(n <= std::numeric_limits<std::size_t>::max() / element_size,
-                     format("array of %zu elements of %zu bytes: the size overflows", n,
-                            element_size));
+  STREAMPOOL_EXPECTS(
+      n <= std::numeric_limits<std::size_t>::max() / element_size,
+      format("array of %zu elements of %zu bytes: the size overflows", n, element_size));
   return n * element_size;
 }
 
@@ -24,9 +24,9 @@ void check_kernel(const kernel_command& k) {
   const bool fold = k.fn == op::add || k.fn == op::mul || k.fn == op::min || k.fn == op::max;
   switch (k.kind) {
     case kernel_kind::map_unary:
-      STREAMPOOL_EXPECTS(k.has_scalar ? binary : unary,
-                         format("map: op %d %s a scalar operand", fn,
-                                k.has_scalar ? "does not take" : "needs"));
+      STREAMPOOL_EXPECTS(
+          k.has_scalar ? binary : unary,
+          format("map: op %d %s a scalar operand", fn, k.has_scalar ? "does not take" : "needs"));
       return;
     case kernel_kind::map_binary:
       STREAMPOOL_EXPECTS(binary || k.fn == op::axpy,
@@ -35,7 +35,8 @@ void check_kernel(const kernel_command& k) {
     case kernel_kind::reduce:
     case kernel_kind::inclusive_scan:
     case kernel_kind::exclusive_scan:
-      STREAMPOOL_EXPECTS(fold, format("reduce/scan: op %d cannot fold (use add, mul, min, max)", fn));
+      STREAMPOOL_EXPECTS(fold,
+                         format("reduce/scan: op %d cannot fold (use add, mul, min, max)", fn));
       return;
   }
 }

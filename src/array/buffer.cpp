@@ -2,7 +2,6 @@
 
 #include <cstdio>
 
-
 namespace streampool::detail {
 
 buffer::buffer(pool p, stream_ref s, std::size_t bytes)

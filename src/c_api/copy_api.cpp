@@ -87,8 +87,8 @@ sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, 
     if (bytes == 0) return;
     acquire(stream, *checked(stream, dst, bytes, "sp_memcpy_to_device"));
     // src_is_host: the backend stages the source before submit returns.
-    stream->s.ref().submit(streampool::command::make(
-        streampool::copy_command{dst, src, bytes, true, false}));
+    stream->s.ref().submit(
+        streampool::command::make(streampool::copy_command{dst, src, bytes, true, false}));
   });
 }
 
@@ -97,8 +97,8 @@ sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, si
     check_args(stream, dst, src, "sp_memcpy_to_host");
     if (bytes == 0) return;
     acquire(stream, *checked(stream, src, bytes, "sp_memcpy_to_host"));
-    stream->s.ref().submit(streampool::command::make(
-        streampool::copy_command{dst, src, bytes, false, true}));
+    stream->s.ref().submit(
+        streampool::command::make(streampool::copy_command{dst, src, bytes, false, true}));
     stream->s.synchronize();
   });
 }
@@ -122,8 +122,8 @@ sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, siz
     }
     acquire(stream, *from);
     acquire(stream, *to);
-    stream->s.ref().submit(streampool::command::make(
-        streampool::copy_command{dst, src, bytes, false, false}));
+    stream->s.ref().submit(
+        streampool::command::make(streampool::copy_command{dst, src, bytes, false, false}));
   });
 }
 
@@ -133,19 +133,19 @@ sp_status_t sp_fill(sp_stream_t stream, void* dst, uint64_t pattern, size_t elem
     require(stream, "sp_fill", "stream");
     require(dst, "sp_fill", "dst");
     if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8) {
-      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_fill: element_size %zu is not 1, 2, 4 or 8",
-                         element_size)};
+      throw error{
+          STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          format("streampool: sp_fill: element_size %zu is not 1, 2, 4 or 8", element_size)};
     }
     if (count == 0) return;
     if (count > SIZE_MAX / element_size) {
-      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_fill: %zu elements of %zu bytes overflow", count,
-                         element_size)};
+      throw error{
+          STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          format("streampool: sp_fill: %zu elements of %zu bytes overflow", count, element_size)};
     }
     acquire(stream, *checked(stream, dst, count * element_size, "sp_fill"));
-    stream->s.ref().submit(streampool::command::make(
-        streampool::fill_command{dst, pattern, element_size, count}));
+    stream->s.ref().submit(
+        streampool::command::make(streampool::fill_command{dst, pattern, element_size, count}));
   });
 }
 

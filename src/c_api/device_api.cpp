@@ -116,7 +116,8 @@ sp_status_t sp_device_violation_count(sp_device_t device, size_t* count) {
   return guarded([&] {
     require(device, "sp_device_violation_count", "device");
     require(count, "sp_device_violation_count", "count");
-    *count = is_host(device->dev) ? streampool::host_violations(device->dev.get_backend()).size() : 0;
+    *count =
+        is_host(device->dev) ? streampool::host_violations(device->dev.get_backend()).size() : 0;
   });
 }
 

@@ -30,8 +30,8 @@ struct sp_stream_s {
 
 struct sp_pool_s {
   explicit sp_pool_s(streampool::pool q) : p(std::move(q)) {}
-  streampool::pool p;  // shared ownership of the pool state
-  std::mutex mu;                    // guards hooks
+  streampool::pool p;                // shared ownership of the pool state
+  std::mutex mu;                     // guards hooks
   std::vector<std::uint64_t> hooks;  // added through this handle; removed when it is destroyed
 };
 

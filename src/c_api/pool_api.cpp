@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "allocation_registry.hpp"
-#include "handles.hpp"
 #include "core/pool_state.hpp"
+#include "handles.hpp"
 #include "streampool/error.hpp"
 
 using streampool::c_api::allocation;
@@ -26,11 +26,11 @@ std::uint64_t device_id_of(const streampool::pool& p) { return p.state()->device
 
 void check_pool(const allocation& a, sp_pool_t pool, const char* function) {
   if (pool != nullptr && !(a.owner == pool->p)) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: pointer %s (%zu bytes) was allocated from another pool "
-                       "(pool %llu), not from this one (pool %llu)",
-                       function, format_ptr(a.ptr).c_str(), a.size, pool_id(a.owner),
-                       pool_id(pool->p))};
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: %s: pointer %s (%zu bytes) was allocated from another pool "
+               "(pool %llu), not from this one (pool %llu)",
+               function, format_ptr(a.ptr).c_str(), a.size, pool_id(a.owner), pool_id(pool->p))};
   }
 }
 
@@ -39,11 +39,12 @@ void check_stream(const allocation& a, sp_stream_t stream, const char* function)
   const std::uint64_t want = device_id_of(a.owner);
   const std::uint64_t got = stream->s.get_device().id();
   if (want != got) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: pointer %s (%zu bytes) is memory of device %llu, but the "
-                       "stream belongs to device %llu",
-                       function, format_ptr(a.ptr).c_str(), a.size,
-                       static_cast<unsigned long long>(want), static_cast<unsigned long long>(got))};
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: %s: pointer %s (%zu bytes) is memory of device %llu, but the "
+               "stream belongs to device %llu",
+               function, format_ptr(a.ptr).c_str(), a.size, static_cast<unsigned long long>(want),
+               static_cast<unsigned long long>(got))};
   }
 }
 

@@ -30,8 +30,8 @@
 #include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
-#include "torch_trace.hpp"
 #include "streampool/host.hpp"
+#include "torch_trace.hpp"
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
 #include "streampool/cuda.hpp"
 #define STREAMPOOL_TORCH_CUDA 1
@@ -106,8 +106,8 @@ plugin_device* owner_of(const void* p) {
 void free_on(plugin_device& d, void* ptr, void* native) {
   sp::stream_ref s = stream_on(d, native);
   // CU_STREAM_PER_THREAD; the handle first, so that the common free compares no string.
-  const bool per_thread = reinterpret_cast<std::uintptr_t>(native) == 0x2 &&
-                          d.dev.get_backend().name() == "cuda";
+  const bool per_thread =
+      reinterpret_cast<std::uintptr_t>(native) == 0x2 && d.dev.get_backend().name() == "cuda";
   if (!conservative.load(std::memory_order_relaxed) && !per_thread) {
     d.pool.deallocate(s, ptr);
     return;

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-
 namespace streampool::detail {
 
 void throw_logic_error(const char* file, int line, const std::string& message) {

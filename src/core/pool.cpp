@@ -48,30 +48,44 @@ std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
   char* end = nullptr;
   const double value = std::strtod(text, &end);
   const auto bad = [&] {
-    STREAMPOOL_FAIL(detail::format("memory limit '%s' is not bytes (\"123\", \"64M\", \"2G\") or a "
-                                   "percentage of the device (\"80%%\")",
-                                   text));
+    STREAMPOOL_FAIL(
+        detail::format("memory limit '%s' is not bytes (\"123\", \"64M\", \"2G\") or a "
+                       "percentage of the device (\"80%%\")",
+                       text));
   };
   if (end == text || !(value >= 0) || !std::isfinite(value)) bad();
   while (*end == ' ') ++end;
   double bytes = value;
   switch (std::toupper(static_cast<unsigned char>(*end))) {
-    case '\0': break;
-    case 'K': bytes *= 1024.0; ++end; break;
-    case 'M': bytes *= 1024.0 * 1024; ++end; break;
-    case 'G': bytes *= 1024.0 * 1024 * 1024; ++end; break;
-    case 'T': bytes *= 1024.0 * 1024 * 1024 * 1024; ++end; break;
+    case '\0':
+      break;
+    case 'K':
+      bytes *= 1024.0;
+      ++end;
+      break;
+    case 'M':
+      bytes *= 1024.0 * 1024;
+      ++end;
+      break;
+    case 'G':
+      bytes *= 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    case 'T':
+      bytes *= 1024.0 * 1024 * 1024 * 1024;
+      ++end;
+      break;
     case '%':
       STREAMPOOL_EXPECTS(device_total != 0,
                          detail::format("memory limit '%s' is a percentage, but the device size "
                                         "is unknown",
                                         text));
-      STREAMPOOL_EXPECTS(value <= 100.0,
-                         detail::format("memory limit '%s' is over 100%%", text));
+      STREAMPOOL_EXPECTS(value <= 100.0, detail::format("memory limit '%s' is over 100%%", text));
       bytes = value / 100.0 * static_cast<double>(device_total);
       ++end;
       break;
-    default: bad();
+    default:
+      bad();
   }
   if (*end == 'i' || *end == 'I') ++end;  // "64MiB"
   if (*end == 'B' || *end == 'b') ++end;

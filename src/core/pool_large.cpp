@@ -315,7 +315,8 @@ void pool_state::give_back_free_segments() {
         whole.emplace_back(static_cast<large_range*>(r->owner), std::move(b->tokens));
       }
     }
-    for (std::size_t i = first; i < whole.size(); ++i) sh->arena.remove_range(whole[i].first->arena);
+    for (std::size_t i = first; i < whole.size(); ++i)
+      sh->arena.remove_range(whole[i].first->arena);
   }
   // Out of the arena, nobody else can take them; no lock is held while waiting. Memory goes
   // back to the upstream only after its pending work is complete (invariant 1).
@@ -384,7 +385,7 @@ std::vector<pool_state::granule_run> pool_state::complete_free_granules(large_sh
 }
 
 std::vector<native_physical> pool_state::detach_granules(large_shard& sh,
-                                                        const std::vector<granule_run>& runs) {
+                                                         const std::vector<granule_run>& runs) {
   const std::size_t g = vm_granule();
   std::vector<native_physical> handles;
   for (const granule_run& run : runs) {
@@ -577,9 +578,8 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
             std::unique_lock<counted_mutex> sh_lock;
             if (&sh != &own && &sh != target) sh_lock = std::unique_lock(sh.mu);
             const bool window_here = &sh == target;
-            std::vector<granule_run> more =
-                complete_free_granules(sh, need - have, window_here ? w->chain_start : 0,
-                                       window_here ? w->chain_end : 0);
+            std::vector<granule_run> more = complete_free_granules(
+                sh, need - have, window_here ? w->chain_start : 0, window_here ? w->chain_end : 0);
             if (more.empty()) continue;
             for (const granule_run& r : more) have += (r.to - r.from) / g;
             sources.insert(sources.end(), more.begin(), more.end());

@@ -32,9 +32,9 @@
 #include "counted_mutex.hpp"
 #include "large_shard.hpp"
 #include "page_map.hpp"
-#include "slab_pages.hpp"
 #include "segment.hpp"
 #include "size_classes.hpp"
+#include "slab_pages.hpp"
 #include "stream_cache.hpp"
 #include "streampool/pool.hpp"
 

@@ -20,7 +20,7 @@ class spinlock {
     contended_.fetch_add(1, std::memory_order_relaxed);
     for (;;) {
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins)
-          if (spins > 64) std::this_thread::yield();
+        if (spins > 64) std::this_thread::yield();
       if (!locked_.exchange(true, std::memory_order_acquire)) return;
     }
   }

@@ -27,8 +27,8 @@ stream::stream(const device& d) {
 
 stream stream::wrap(const device& d, native_queue foreign) {
   STREAMPOOL_EXPECTS(foreign != nullptr, "stream::wrap: null native queue");
-  return stream(std::make_unique<impl>(
-      impl{d, std::make_shared<timeline>(d.backend_ptr(), foreign), false}));
+  return stream(
+      std::make_unique<impl>(impl{d, std::make_shared<timeline>(d.backend_ptr(), foreign), false}));
 }
 
 stream::stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
@@ -73,9 +73,7 @@ const device& stream::get_device() const { return checked_impl().dev; }
 
 token stream_ref::now() const { return token{impl_->line, impl_->line->current()}; }
 
-void stream_ref::submit(const command& c) const {
-  impl_->dev.get_backend().submit(native(), c);
-}
+void stream_ref::submit(const command& c) const { impl_->dev.get_backend().submit(native(), c); }
 
 void stream_ref::wait(const token& t) const {
   if (t.ready_for(impl_->line.get())) return;

@@ -1,25 +1,25 @@
 /* Pure C11 test of include/streampool.h: every destruction order, errors and their messages, the
  * origin report's reproducer, and a reclaim hook that frees memory from inside an allocation.
  * Runs on the host backend with checking on (its race detector sees any unordered reuse). */
+#include <pthread.h> /* not C11 <threads.h>: ThreadSanitizer does not intercept thrd_create */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h> /* not C11 <threads.h>: ThreadSanitizer does not intercept thrd_create */
 
 #include "check.h"
 #include "streampool.h"
 
 /* A call that must fail with `status` and a last-error message containing `needle`. */
-#define FAILS(call, status, needle)                                                         \
-  do {                                                                                     \
-    sp_status_t fails_status_ = (call);                                                    \
-    if (fails_status_ != (status) || strstr(sp_last_error_message(), (needle)) == NULL) {  \
-      fprintf(stderr, "%s:%d: %s -> %s '%s', expected %s with '%s'\n", __FILE__, __LINE__, \
-              #call, sp_status_string(fails_status_), sp_last_error_message(),             \
-              sp_status_string(status), (needle));                                         \
-      ++failures;                                                                          \
-    }                                                                                      \
+#define FAILS(call, status, needle)                                                               \
+  do {                                                                                            \
+    sp_status_t fails_status_ = (call);                                                           \
+    if (fails_status_ != (status) || strstr(sp_last_error_message(), (needle)) == NULL) {         \
+      fprintf(stderr, "%s:%d: %s -> %s '%s', expected %s with '%s'\n", __FILE__, __LINE__, #call, \
+              sp_status_string(fails_status_), sp_last_error_message(), sp_status_string(status), \
+              (needle));                                                                          \
+      ++failures;                                                                                 \
+    }                                                                                             \
   } while (0)
 
 static sp_device_t checking_device(void) { return checking_device_with_delay(20); }
@@ -67,8 +67,7 @@ static void test_errors(void) {
     OK(sp_pool_deallocate(p, z1, s));
     OK(sp_pool_deallocate(p, z2, s));
   }
-  FAILS(sp_pool_allocate(p, SIZE_MAX, s, &ptr), STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        "overflowed");
+  FAILS(sp_pool_allocate(p, SIZE_MAX, s, &ptr), STREAMPOOL_STATUS_INVALID_ARGUMENT, "overflowed");
   /* A stream of another device. */
   FAILS(sp_pool_allocate(p, 64, foreign, &ptr), STREAMPOOL_STATUS_INVALID_ARGUMENT, "device");
 
@@ -396,7 +395,7 @@ static void test_cross_stream(void) {
     OK(sp_fill(s1, a, 1, 4, 16 * 1024));
     OK(sp_fill(s2, a, 2, 4, 16 * 1024)); /* ordered after s1's fill by the helper */
     OK(sp_pool_record_use(p, a, s2));
-    OK(sp_pool_deallocate(p, a, s1)); /* waits for s2's fill through its token */
+    OK(sp_pool_deallocate(p, a, s1));           /* waits for s2's fill through its token */
     OK(sp_pool_allocate(p, 64 * 1024, s2, &b)); /* may reuse a at once on s2 */
     OK(sp_fill(s2, b, 3, 4, 16 * 1024));
     CHECK(check_pattern(s2, b, 16 * 1024, 3));
@@ -410,7 +409,8 @@ static void test_cross_stream(void) {
   OK(sp_device_destroy(d));
 }
 
-/* ---- reclaim hooks: GC inside allocate --------------------------------------------------------- */
+/* ---- reclaim hooks: GC inside allocate ---------------------------------------------------------
+ */
 
 typedef struct {
   sp_pool_t pool;

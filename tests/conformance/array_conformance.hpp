@@ -188,7 +188,7 @@ TYPED_TEST_P(ArrayConformance, ViewsAliasAndKeepMemoryAlive) {
   EXPECT_EQ(v.size(), 50u);
   EXPECT_EQ(v.data(), parent->data() + 100);
   EXPECT_EQ(parent->use_count(), 2);
-  v.fill(5.f);  // write through the view ...
+  v.fill(5.f);                                        // write through the view ...
   const std::vector<float> all = parent->download();  // ... read through the parent
   for (std::size_t i = 0; i < all.size(); ++i)
     ASSERT_EQ(all[i], (i >= 100 && i < 150) ? 5.f : 1.f) << i;

@@ -60,9 +60,9 @@ TYPED_TEST_SUITE_P(PoolConformance);
 TYPED_TEST_P(PoolConformance, AllocateFreeSizesAndAlignment) {
   pool p(this->dev());
   stream s(this->dev());
-  const std::size_t sizes[] = {1,        255,           256,           257,
-                               1000,     4096,          65537,         (1u << 20) - 1,
-                               1u << 20, (1u << 20) + 1, 3u << 20,      32u << 20};
+  const std::size_t sizes[] = {
+      1,        255,      256, 257, 1000, 4096, 65537, (1u << 20) - 1, 1u << 20, (1u << 20) + 1,
+      3u << 20, 32u << 20};
   std::vector<void*> live;
   std::uint8_t v = 1;
   for (std::size_t n : sizes) {

@@ -1,6 +1,7 @@
 #include "model/driver.hpp"
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,6 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <array>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -118,8 +118,8 @@ struct stream_slot {
 };
 
 struct user {
-  int stream;  // stream id
-  token tok;   // right after its last use
+  int stream;     // stream id
+  token tok;      // right after its last use
   bool declared;  // announced with record_use
 };
 
@@ -141,8 +141,17 @@ struct pool_slot {
 };
 
 enum class op_kind {
-  start_thread, end_thread, create_stream, destroy_stream, allocate, write, read, free_block,
-  trim, replace_pool, synchronize
+  start_thread,
+  end_thread,
+  create_stream,
+  destroy_stream,
+  allocate,
+  write,
+  read,
+  free_block,
+  trim,
+  replace_pool,
+  synchronize
 };
 
 std::size_t round256(std::size_t n) { return (n + 255) / 256 * 256; }
@@ -280,17 +289,39 @@ class sequence {
       x -= w;
     }
     switch (kind) {
-      case op_kind::start_thread: start_thread(); break;
-      case op_kind::end_thread: end_thread(pick_worker()); break;
-      case op_kind::create_stream: create_stream(); break;
-      case op_kind::destroy_stream: destroy_stream(pick_explicit_stream()); break;
-      case op_kind::allocate: allocate(); break;
-      case op_kind::write: use_block(true); break;
-      case op_kind::read: use_block(false); break;
-      case op_kind::free_block: free_block(pick(static_cast<std::uint32_t>(blocks_.size())), any_thread()); break;
-      case op_kind::trim: trim(); break;
-      case op_kind::replace_pool: replace_pool(pick(pool_slots)); break;
-      case op_kind::synchronize: synchronize(); break;
+      case op_kind::start_thread:
+        start_thread();
+        break;
+      case op_kind::end_thread:
+        end_thread(pick_worker());
+        break;
+      case op_kind::create_stream:
+        create_stream();
+        break;
+      case op_kind::destroy_stream:
+        destroy_stream(pick_explicit_stream());
+        break;
+      case op_kind::allocate:
+        allocate();
+        break;
+      case op_kind::write:
+        use_block(true);
+        break;
+      case op_kind::read:
+        use_block(false);
+        break;
+      case op_kind::free_block:
+        free_block(pick(static_cast<std::uint32_t>(blocks_.size())), any_thread());
+        break;
+      case op_kind::trim:
+        trim();
+        break;
+      case op_kind::replace_pool:
+        replace_pool(pick(pool_slots));
+        break;
+      case op_kind::synchronize:
+        synchronize();
+        break;
     }
   }
 
@@ -349,7 +380,8 @@ class sequence {
   }
 
   void destroy_stream(int id) {
-    log("destroy stream s" + std::to_string(id) + " on t" + std::to_string(find_stream(id)->thread));
+    log("destroy stream s" + std::to_string(id) + " on t" +
+        std::to_string(find_stream(id)->thread));
     destroy_stream_now(id);
   }
   void destroy_stream_now(int id) {
@@ -363,9 +395,17 @@ class sequence {
     static constexpr std::size_t mid[] = {40000, 200000, 300000, 600000};
     static constexpr std::size_t large[] = {1200000, 2500000};
     switch (pick(8)) {
-      case 0: case 1: case 2: case 3: return small[pick(5)];
-      case 4: case 5: case 6: return mid[pick(4)];
-      default: return large[pick(2)];
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        return small[pick(5)];
+      case 4:
+      case 5:
+      case 6:
+        return mid[pick(4)];
+      default:
+        return large[pick(2)];
     }
   }
 
@@ -375,8 +415,8 @@ class sequence {
     const bool is_array = pick(3) == 0;
     const std::size_t bytes = round256(pick_size());
     const int id = next_block_++;
-    log(std::string("allocate ") + (is_array ? "array" : "raw") + " b" + std::to_string(id) + " of " +
-        std::to_string(bytes) + " B from pool" + std::to_string(slot) + " on s" +
+    log(std::string("allocate ") + (is_array ? "array" : "raw") + " b" + std::to_string(id) +
+        " of " + std::to_string(bytes) + " B from pool" + std::to_string(slot) + " on s" +
         std::to_string(s.id) + " (t" + std::to_string(s.thread) + ")");
     pool& p = *pools_[slot].handle;
     block b{id, is_array, slot, p.state().get(), nullptr, bytes, 0, nullptr, {}};
@@ -403,7 +443,8 @@ class sequence {
     ++r_.allocations;
     if (oracle_->device_waits() != waits_before) ++r_.waited_allocations;
     b.block_bytes = p.block_size(b.p);
-    if (b.block_bytes < bytes) throw failure("block_size " + std::to_string(b.block_bytes) + " < requested");
+    if (b.block_bytes < bytes)
+      throw failure("block_size " + std::to_string(b.block_bytes) + " < requested");
     // The check this test exists for: the new owner is ordered after every earlier use.
     if (oracle_->handed_out(s.ref().native(), b.p, b.block_bytes,
                             "b" + std::to_string(id) + " (allocated on s" + std::to_string(s.id) +
@@ -528,8 +569,10 @@ class sequence {
         for (std::size_t i = 0; i < b.users.size(); ++i) {
           const user& u = b.users[i];
           if (u.stream == x.id || u.declared) continue;
-          if (wait_for[i]) x.ref().wait(u.tok);
-          else p.record_use(b.p, u.tok);
+          if (wait_for[i])
+            x.ref().wait(u.tok);
+          else
+            p.record_use(b.p, u.tok);
         }
         p.deallocate(x.ref(), b.p);
       });
@@ -580,7 +623,8 @@ class sequence {
   void check_after_op() {
     if (o_.verbose) {
       for (auto& x : oracle_->violations()) std::fprintf(stderr, "  oracle: %s\n", x.c_str());
-      for (auto& x : host_violations(inner())) std::fprintf(stderr, "  host checker: %s\n", x.c_str());
+      for (auto& x : host_violations(inner()))
+        std::fprintf(stderr, "  host checker: %s\n", x.c_str());
     }
     auto v = oracle_->violations();
     if (!v.empty()) throw failure("oracle: " + v.front() + describe_more(v.size()));
@@ -614,15 +658,27 @@ class sequence {
       std::vector<int> menu;
       if (!blocks_.empty()) menu.push_back(0);
       for (auto& s : streams_)
-        if (!s.is_default) { menu.push_back(1); break; }
+        if (!s.is_default) {
+          menu.push_back(1);
+          break;
+        }
       if (live_threads().size() > 1) menu.push_back(2);
       for (std::size_t i = 0; i < pool_slots; ++i)
-        if (pools_[i].handle) { menu.push_back(3); break; }
+        if (pools_[i].handle) {
+          menu.push_back(3);
+          break;
+        }
       if (menu.empty()) break;
       switch (pick_of(menu)) {
-        case 0: free_block(pick(static_cast<std::uint32_t>(blocks_.size())), any_thread()); break;
-        case 1: destroy_stream(pick_explicit_stream()); break;
-        case 2: end_thread(pick_worker()); break;
+        case 0:
+          free_block(pick(static_cast<std::uint32_t>(blocks_.size())), any_thread());
+          break;
+        case 1:
+          destroy_stream(pick_explicit_stream());
+          break;
+        case 2:
+          end_thread(pick_worker());
+          break;
         default: {
           std::vector<std::size_t> live;
           for (std::size_t i = 0; i < pool_slots; ++i)
@@ -639,7 +695,8 @@ class sequence {
     if (failed) return;
     // Everything is gone: every queue destroyed, every upstream byte returned, no violation.
     if (oracle_->live_queues() != 0)
-      throw failure("teardown: " + std::to_string(oracle_->live_queues()) + " queues never destroyed");
+      throw failure("teardown: " + std::to_string(oracle_->live_queues()) +
+                    " queues never destroyed");
     if (host_allocated_bytes(inner()) != 0) {
       throw failure("teardown: " + std::to_string(host_allocated_bytes(inner())) +
                     " upstream bytes never returned (a pool or a block leaked)");
@@ -655,7 +712,8 @@ class sequence {
       r_.ok = false;
       // The oracle's first violation explains an exception that followed from it.
       auto v = oracle_->violations();
-      r_.failure = v.empty() || m.rfind("oracle", 0) == 0 ? m : "oracle: " + v.front() + "\n  then: " + m;
+      r_.failure =
+          v.empty() || m.rfind("oracle", 0) == 0 ? m : "oracle: " + v.front() + "\n  then: " + m;
     }
   }
 

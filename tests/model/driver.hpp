@@ -57,16 +57,16 @@ class byte_chooser final : public chooser {
 };
 
 struct run_options {
-  std::size_t max_ops = 80;      ///< operations before the randomized teardown
-  unsigned max_delay_us = 40;    ///< upper bound for the host backend's delay injection
-  bool verbose = false;          ///< print each operation as it runs (replays)
+  std::size_t max_ops = 80;    ///< operations before the randomized teardown
+  unsigned max_delay_us = 40;  ///< upper bound for the host backend's delay injection
+  bool verbose = false;        ///< print each operation as it runs (replays)
 };
 
 struct run_result {
   bool ok = true;
-  std::string failure;             ///< what went wrong first, with the oracle's details
-  std::vector<std::string> ops;    ///< the operations run, in order (the replay)
-  std::string config;              ///< the pool/backend configuration drawn for this run
+  std::string failure;           ///< what went wrong first, with the oracle's details
+  std::vector<std::string> ops;  ///< the operations run, in order (the replay)
+  std::string config;            ///< the pool/backend configuration drawn for this run
   // Coverage, so a passing run can show it exercised what it claims.
   std::uint64_t allocations = 0;
   std::uint64_t cross_stream_reuses = 0;  ///< memory last used on another queue, handed out

@@ -126,10 +126,11 @@ void hb_oracle::access_locked(std::uint32_t q, const void* p, std::size_t bytes,
     auto check = [&](const std::vector<use>& uses, const char* kind) {
       for (const use& u : uses) {
         if (!ordered_locked(u, q)) {
-          violation_locked("race: " + std::string(what) + " on q" + std::to_string(q) + " at clock " +
-                           std::to_string(now.clock) + (write ? " writes " : " reads ") +
-                           range(it->first, r.end) + ", " + kind + " by " + describe_locked(u) +
-                           ", which q" + std::to_string(q) + " is not ordered after (it knows clock " +
+          violation_locked("race: " + std::string(what) + " on q" + std::to_string(q) +
+                           " at clock " + std::to_string(now.clock) +
+                           (write ? " writes " : " reads ") + range(it->first, r.end) + ", " +
+                           kind + " by " + describe_locked(u) + ", which q" + std::to_string(q) +
+                           " is not ordered after (it knows clock " +
                            std::to_string(at(vc_[q], u.queue)) + ")");
         }
       }
@@ -263,14 +264,13 @@ bool hb_oracle::handed_out(native_queue nq, const void* p, std::size_t bytes,
       for (const use& u : *uses) {
         cross = cross || u.queue != q;
         if (ordered_locked(u, q)) continue;
-        violation_locked("unordered reuse: " + what + " got " + range(b, e) + " for q" +
-                         std::to_string(q) + ", but " + range(it->first, it->second.end) + " was " +
-                         (uses == &it->second.writes ? "written" : "read") + " by " +
-                         describe_locked(u) + ", which q" + std::to_string(q) +
-                         " is not ordered after (it knows clock " +
-                         std::to_string(at(vc_[q], u.queue)) + "; the host has seen clock " +
-                         std::to_string(at(host_, u.queue)) +
-                         " complete): the pool made no wait for it");
+        violation_locked(
+            "unordered reuse: " + what + " got " + range(b, e) + " for q" + std::to_string(q) +
+            ", but " + range(it->first, it->second.end) + " was " +
+            (uses == &it->second.writes ? "written" : "read") + " by " + describe_locked(u) +
+            ", which q" + std::to_string(q) + " is not ordered after (it knows clock " +
+            std::to_string(at(vc_[q], u.queue)) + "; the host has seen clock " +
+            std::to_string(at(host_, u.queue)) + " complete): the pool made no wait for it");
       }
     }
   }

@@ -105,7 +105,7 @@ class hb_oracle {
   void violation_locked(std::string message);
   [[nodiscard]] std::string describe_locked(const use& u) const;
 
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;                                   // guards everything below
   std::unordered_map<native_queue, std::uint32_t> queues_;  // live queues
   std::vector<vclock> vc_;                                  // per queue index, forever
   std::vector<bool> destroyed_;

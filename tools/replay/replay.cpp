@@ -393,10 +393,11 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
 // ---- main ---------------------------------------------------------------------------------------
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
-               "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-               "[--quiet-after K] [--lag N] TRACE[.gz]\n");
+  std::fprintf(
+      stderr,
+      "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
+      "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
+      "[--quiet-after K] [--lag N] TRACE[.gz]\n");
   return 2;
 }
 
@@ -472,9 +473,9 @@ int main(int argc, char** argv) {
         // would otherwise make a host queue busy and the replay depend on thread timing.
         auto lagged = std::make_shared<streampool::replay::lagged_backend>(
             streampool::make_host_backend(o), event_clock, lag);
-        results.push_back(replay_pool(t, streampool::device(std::move(lagged)),
-                                      b == "host" ? "streampool (host backend)"
-                                                  : "streampool (host backend, segments)"));
+        results.push_back(replay_pool(
+            t, streampool::device(std::move(lagged)),
+            b == "host" ? "streampool (host backend)" : "streampool (host backend, segments)"));
       } else if (b == "cuda") {
 #ifdef STREAMPOOL_HAVE_CUDA_BACKEND
         if (streampool::cuda_available()) {
@@ -516,8 +517,9 @@ int main(int argc, char** argv) {
                   r.name.c_str(), static_cast<double>(r.upstream_calls) * k,
                   static_cast<double>(r.host_waits) * k);
       if (!r.phases.empty()) {
-        std::printf("| phase | events | upstream calls | host waits | device waits |\n"
-                    "|---|---:|---:|---:|---:|\n");
+        std::printf(
+            "| phase | events | upstream calls | host waits | device waits |\n"
+            "|---|---:|---:|---:|---:|\n");
         for (const phase_counts& ph : r.phases) {
           std::printf("| %s | %zu | %llu | %llu | %llu |\n", ph.name.c_str(), ph.events,
                       static_cast<unsigned long long>(ph.upstream_calls),

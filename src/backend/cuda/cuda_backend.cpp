@@ -137,9 +137,9 @@ class cuda_backend final : public backend {
  public:
   cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total,
                std::size_t vm_granularity)
-      : backend("cuda", backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
-                                     default_granularity, total,
-                                     virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
+      : backend("cuda",
+                backend_caps{/*device_wait=*/true, /*host_accessible=*/false, default_granularity,
+                             total, virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
         granularity(default_granularity),
         granule(vm_granularity),
         d_(d),
@@ -216,7 +216,8 @@ class cuda_backend final : public backend {
     const cu::result r = d_.mem_address_reserve(&p, bytes, granule, 0, 0);
     if (r == cu::error_out_of_memory) return nullptr;
     if (r != cu::success) {
-      throw_cuda(d_, r, printf_string("cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_));
+      throw_cuda(d_, r,
+                 printf_string("cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_));
     }
     return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
   }
@@ -265,8 +266,9 @@ class cuda_backend final : public backend {
     }
     for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule, granule);
     if (r == cu::error_out_of_memory) return false;
-    throw_cuda(d_, r,
-               printf_string("%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_));
+    throw_cuda(
+        d_, r,
+        printf_string("%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_));
   }
 
   void do_unmap(void* p, std::size_t bytes) noexcept override {

@@ -16,13 +16,13 @@
 
 namespace streampool::detail::cu {
 
-using result = int;                    // CUresult
-using device = int;                    // CUdevice
-using deviceptr = unsigned long long;  // CUdeviceptr (64-bit, the _v2 ABI)
-using context = struct CUctx_st*;      // CUcontext
-using stream = struct CUstream_st*;    // CUstream
-using event = struct CUevent_st*;      // CUevent
-using mem_handle = unsigned long long; // CUmemGenericAllocationHandle
+using result = int;                     // CUresult
+using device = int;                     // CUdevice
+using deviceptr = unsigned long long;   // CUdeviceptr (64-bit, the _v2 ABI)
+using context = struct CUctx_st*;       // CUcontext
+using stream = struct CUstream_st*;     // CUstream
+using event = struct CUevent_st*;       // CUevent
+using mem_handle = unsigned long long;  // CUmemGenericAllocationHandle
 
 // Virtual memory management structures, laid out as cuda.h declares them (CUmemLocation,
 // CUmemAllocationProp, CUmemAccessDesc).
@@ -31,8 +31,8 @@ struct mem_location {
   int id;
 };
 struct mem_allocation_prop {
-  int type;                   // CUmemAllocationType
-  int requested_handle_types; // CUmemAllocationHandleType
+  int type;                    // CUmemAllocationType
+  int requested_handle_types;  // CUmemAllocationHandleType
   mem_location location;
   void* win32_handle_meta_data;
   struct {
@@ -54,13 +54,14 @@ inline constexpr result error_not_initialized = 3;
 inline constexpr result error_deinitialized = 4;  // the driver is shutting down (process exit)
 inline constexpr result error_not_ready = 600;
 
-inline constexpr unsigned stream_non_blocking = 0x1;   // CU_STREAM_NON_BLOCKING
-inline constexpr unsigned event_disable_timing = 0x2;  // CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned stream_non_blocking = 0x1;    // CU_STREAM_NON_BLOCKING
+inline constexpr unsigned event_disable_timing = 0x2;   // CU_EVENT_DISABLE_TIMING
 inline constexpr int mem_allocation_type_pinned = 0x1;  // CU_MEM_ALLOCATION_TYPE_PINNED
 inline constexpr int mem_location_type_device = 0x1;    // CU_MEM_LOCATION_TYPE_DEVICE
 inline constexpr int mem_access_read_write = 0x3;       // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 inline constexpr int mem_granularity_minimum = 0x0;     // CU_MEM_ALLOC_GRANULARITY_MINIMUM
-inline constexpr int attribute_virtual_memory = 102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+inline constexpr int attribute_virtual_memory =
+    102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 
 /// The driver functions the backend calls. Every pointer is non-null once `load` succeeded, except
 /// the virtual memory group (`has_virtual_memory()` says whether all of it resolved).

@@ -1,4 +1,7 @@
 // streampool: the host backend (see include/streampool/host.hpp).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -10,9 +13,6 @@
 #include <thread>
 #include <variant>
 #include <vector>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "host_kernels.hpp"
 #include "race_checker.hpp"
@@ -81,8 +81,7 @@ struct host_queue {
 
 class host_backend final : public backend {
  public:
-  explicit host_backend(const host_options& o)
-      : backend("host", caps_for(o)), options_(o) {}
+  explicit host_backend(const host_options& o) : backend("host", caps_for(o)), options_(o) {}
 
   ~host_backend() override = default;
 
@@ -101,9 +100,9 @@ class host_backend final : public backend {
     if (c.total_memory == 0) {
       const long pages = sysconf(_SC_PHYS_PAGES);
       const long page = sysconf(_SC_PAGE_SIZE);
-      c.total_memory = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) *
-                                                   static_cast<std::size_t>(page)
-                                             : 0;
+      c.total_memory = pages > 0 && page > 0
+                           ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                           : 0;
     }
     return c;
   }
@@ -150,8 +149,8 @@ class host_backend final : public backend {
   void* do_reserve(std::size_t bytes) override {
     // Over-reserve by one granule to align the start, then give the slack back.
     const std::size_t g = caps().vm_granularity;
-    void* raw = ::mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
+    void* raw =
+        ::mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
     const auto start = reinterpret_cast<std::uintptr_t>(raw);
     const std::uintptr_t aligned = (start + g - 1) / g * g;
@@ -272,7 +271,9 @@ class host_backend final : public backend {
     push(*static_cast<host_queue*>(nq), task{task::wait_marker{m}});
   }
 
-  void do_release_marker(native_marker nm) noexcept override { delete static_cast<marker_ptr*>(nm); }
+  void do_release_marker(native_marker nm) noexcept override {
+    delete static_cast<marker_ptr*>(nm);
+  }
 
   static void push(host_queue& q, task t) {
     {
@@ -372,19 +373,20 @@ class host_backend final : public backend {
 
 std::shared_ptr<backend> make_host_backend(host_options o) {
   STREAMPOOL_EXPECTS(o.vm_granularity == 0 || (o.vm_granularity % o.granularity == 0 &&
-                                                (o.vm_granularity & (o.vm_granularity - 1)) == 0),
+                                               (o.vm_granularity & (o.vm_granularity - 1)) == 0),
                      detail::format("host backend: vm_granularity %zu must be a power of two "
                                     "multiple of the granularity %zu",
                                     o.vm_granularity, o.granularity));
-  STREAMPOOL_EXPECTS(o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
-                     detail::format("host backend: granularity %zu must be a power of two >= 256",
-                                    o.granularity));
+  STREAMPOOL_EXPECTS(
+      o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
+      detail::format("host backend: granularity %zu must be a power of two >= 256", o.granularity));
   return std::make_shared<host_backend>(o);
 }
 
 std::vector<std::string> host_violations(backend& b) {
   auto* h = dynamic_cast<host_backend*>(&b);
-  STREAMPOOL_EXPECTS(h != nullptr, "host_violations: backend '" + b.name() + "' is not a host backend");
+  STREAMPOOL_EXPECTS(h != nullptr,
+                     "host_violations: backend '" + b.name() + "' is not a host backend");
   return h->violations();
 }
 

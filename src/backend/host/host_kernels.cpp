@@ -24,9 +24,12 @@ T scalar_as(const scalar& s) {
 template <class T>
 T apply_binary(op fn, T x, T y) {
   switch (fn) {
-    case op::add: return static_cast<T>(x + y);
-    case op::sub: return static_cast<T>(x - y);
-    case op::mul: return static_cast<T>(x * y);
+    case op::add:
+      return static_cast<T>(x + y);
+    case op::sub:
+      return static_cast<T>(x - y);
+    case op::mul:
+      return static_cast<T>(x * y);
     case op::div:
       if constexpr (std::is_integral_v<T>) {
         // Integer division by zero is undefined on the CPU; give 0 like a GPU lane would not
@@ -35,22 +38,30 @@ T apply_binary(op fn, T x, T y) {
       } else {
         return x / y;
       }
-    case op::min: return std::min(x, y);
-    case op::max: return std::max(x, y);
-    default: STREAMPOOL_FAIL(format("op %d is not a binary operation", static_cast<int>(fn)));
+    case op::min:
+      return std::min(x, y);
+    case op::max:
+      return std::max(x, y);
+    default:
+      STREAMPOOL_FAIL(format("op %d is not a binary operation", static_cast<int>(fn)));
   }
 }
 
 template <class T>
 T apply_unary(op fn, T x) {
   switch (fn) {
-    case op::identity: return x;
+    case op::identity:
+      return x;
     case op::negate:
-      if constexpr (std::is_unsigned_v<T>) return static_cast<T>(T{0} - x);
-      else return static_cast<T>(-x);
+      if constexpr (std::is_unsigned_v<T>)
+        return static_cast<T>(T{0} - x);
+      else
+        return static_cast<T>(-x);
     case op::abs:
-      if constexpr (std::is_unsigned_v<T>) return x;
-      else return x < T{0} ? static_cast<T>(-x) : x;
+      if constexpr (std::is_unsigned_v<T>)
+        return x;
+      else
+        return x < T{0} ? static_cast<T>(-x) : x;
     case op::sqrt:
       // Same as the CUDA kernels: the square root of a negative integer is 0 (converting NaN to
       // an integer would be undefined behaviour).
@@ -58,24 +69,33 @@ T apply_unary(op fn, T x) {
         if (x <= T{0}) return T{0};
       }
       return static_cast<T>(std::sqrt(static_cast<double>(x)));
-    case op::square: return static_cast<T>(x * x);
-    default: STREAMPOOL_FAIL(format("op %d is not a unary operation", static_cast<int>(fn)));
+    case op::square:
+      return static_cast<T>(x * x);
+    default:
+      STREAMPOOL_FAIL(format("op %d is not a unary operation", static_cast<int>(fn)));
   }
 }
 
 template <class T>
 T identity_of(op fn) {
   switch (fn) {
-    case op::add: return T{0};
-    case op::mul: return T{1};
+    case op::add:
+      return T{0};
+    case op::mul:
+      return T{1};
     case op::min:
-      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::max();
+      if constexpr (std::is_floating_point_v<T>)
+        return std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::max();
     case op::max:
-      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::lowest();
-    default: STREAMPOOL_FAIL(format("op %d cannot be folded (use add, mul, min or max)",
-                                    static_cast<int>(fn)));
+      if constexpr (std::is_floating_point_v<T>)
+        return -std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::lowest();
+    default:
+      STREAMPOOL_FAIL(
+          format("op %d cannot be folded (use add, mul, min or max)", static_cast<int>(fn)));
   }
 }
 
@@ -123,12 +143,18 @@ void run_typed(const kernel_command& k) {
 
 void run_host_kernel(const kernel_command& k) {
   switch (k.type) {
-    case dtype::f32: return run_typed<float>(k);
-    case dtype::f64: return run_typed<double>(k);
-    case dtype::i32: return run_typed<std::int32_t>(k);
-    case dtype::i64: return run_typed<std::int64_t>(k);
-    case dtype::u32: return run_typed<std::uint32_t>(k);
-    case dtype::u64: return run_typed<std::uint64_t>(k);
+    case dtype::f32:
+      return run_typed<float>(k);
+    case dtype::f64:
+      return run_typed<double>(k);
+    case dtype::i32:
+      return run_typed<std::int32_t>(k);
+    case dtype::i64:
+      return run_typed<std::int64_t>(k);
+    case dtype::u32:
+      return run_typed<std::uint32_t>(k);
+    case dtype::u64:
+      return run_typed<std::uint64_t>(k);
   }
 }
 

@@ -82,8 +82,10 @@ void race_checker::access(std::size_t queue, const vector_clock& vc, const void*
     } else {
       auto it = std::find_if(s.readers.begin(), s.readers.end(),
                              [&](const use& r) { return r.queue == now.queue; });
-      if (it != s.readers.end()) it->clock = now.clock;
-      else s.readers.push_back(now);
+      if (it != s.readers.end())
+        it->clock = now.clock;
+      else
+        s.readers.push_back(now);
     }
   }
 }

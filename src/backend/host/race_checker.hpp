@@ -56,8 +56,8 @@ class race_checker {
   [[nodiscard]] bool ordered(const use& u, std::size_t queue, const vector_clock& vc) const;
   void forget_locked(std::uintptr_t start, std::size_t bytes);
 
-  mutable std::mutex mu_;  // guards everything below
-  std::map<std::uintptr_t, std::size_t> segments_;  // start -> bytes
+  mutable std::mutex mu_;                              // guards everything below
+  std::map<std::uintptr_t, std::size_t> segments_;     // start -> bytes
   std::unordered_map<std::uintptr_t, shadow> shadow_;  // granule index -> state
   std::vector<std::uint64_t> observed_;
   std::vector<std::string> violations_;
