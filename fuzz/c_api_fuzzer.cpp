@@ -707,6 +707,7 @@ class session {
 
   void check_statistics(const pool_slot& p) {
     sp_pool_statistics_t st;
+    expect_ok(sp_pool_statistics_init(&st), "sp_pool_statistics_init");
     expect_ok(sp_pool_get_statistics(p.handle, &st), "sp_pool_get_statistics");
     std::size_t requested = 0;
     for (const range& a : allocations_)

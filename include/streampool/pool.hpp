@@ -179,6 +179,11 @@ class STREAMPOOL_EXPORT pool {
   [[nodiscard]] pool_statistics statistics() const;
   /// @throws logic_error when the device was destroyed (the pool outlived it through arrays)
   [[nodiscard]] device get_device() const;
+  /// The pool's process-unique id, as error messages name it.
+  [[nodiscard]] std::uint64_t id() const;
+  /// The id of the pool's device (device::id()). Readable after the device was destroyed, unlike
+  /// get_device(): the pool keeps the number.
+  [[nodiscard]] std::uint64_t device_id() const;
   [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept { return state_; }
   explicit pool(std::shared_ptr<detail::pool_state> s) : state_(std::move(s)) {}
   friend bool operator==(const pool& a, const pool& b) noexcept { return a.state_ == b.state_; }

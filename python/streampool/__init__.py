@@ -263,8 +263,8 @@ class Device:
 
     @classmethod
     def host(cls, checking=False, max_delay_us=0, seed=1, total_memory=0, device_wait=True):
-        o = _capi.HostOptions()
-        _check(_lib.sp_host_options_init(ctypes.byref(o)))
+        o = _capi.HostOptions()  # struct_size set: the library fills the fields it covers
+        _check(_lib.sp_host_options_set_defaults(ctypes.byref(o)))
         o.checking = _flag(checking, "Device.host: checking")
         o.max_delay_us = _integer(max_delay_us, "Device.host: max_delay_us", UINT_MAX)
         o.seed = _integer(seed, "Device.host: seed", (1 << 64) - 1)
@@ -450,8 +450,8 @@ class Pool:
     def __init__(self, device, memory_limit=0, small_max=None, stream_cache_bytes=None,
                  poison_on_free=False):
         _instance(device, Device, "Pool: device")
-        o = _capi.PoolOptions()
-        _check(_lib.sp_pool_options_init(ctypes.byref(o)))
+        o = _capi.PoolOptions()  # struct_size set: the library fills the fields it covers
+        _check(_lib.sp_pool_options_set_defaults(ctypes.byref(o)))
         o.memory_limit = _integer(memory_limit, "Pool: memory_limit")
         if small_max is not None:
             o.small_max = _integer(small_max, "Pool: small_max")
@@ -519,7 +519,7 @@ class Pool:
         with _Using("Pool.statistics", self):
             st = _capi.PoolStatistics()
             _check(_lib.sp_pool_get_statistics(self._handle, ctypes.byref(st)))
-            return {name: getattr(st, name) for name, _ in st._fields_}
+            return {name: getattr(st, name) for name, _ in st._fields_ if name != "struct_size"}
 
     @property
     def memory_limit(self):

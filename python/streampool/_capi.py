@@ -3,12 +3,20 @@
 The library is found, in order, at $STREAMPOOL_LIBRARY, next to this package (a libstreampool.so
 copied in), in a build tree of this repository (build/*/libstreampool.so), then on the system
 search path.
+
+The struct layouts below are copied from the header by hand, so the loader checks them against
+the library before anything else runs: its major version must be MAJOR_VERSION, and each struct's
+ctypes size what sp_struct_size reports. A mismatch raises ImportError naming the struct and both
+sizes, instead of letting a wrong layout pass a field at another field's offset.
 """
 
 import ctypes
 import ctypes.util
 import glob
 import os
+
+# The library's major version whose C ABI this module declares.
+MAJOR_VERSION = 0
 
 SUCCESS = 0
 INVALID_ARGUMENT = 1
@@ -51,21 +59,34 @@ c_ptr = ctypes.c_void_p
 status = ctypes.c_int
 
 
-class HostOptions(ctypes.Structure):
-    _fields_ = [("checking", ctypes.c_int), ("max_delay_us", ctypes.c_uint),
-                ("seed", c_u64), ("total_memory", c_size), ("granularity", c_size),
-                ("device_wait", ctypes.c_int), ("virtual_memory", ctypes.c_int)]
+class _Versioned(ctypes.Structure):
+    """A struct of the C ABI: it starts with struct_size, which every instance sets to its own
+    size (include/streampool.h, "versioned structs"). _c_name_ is the C typedef's name."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
 
 
-class PoolOptions(ctypes.Structure):
-    _fields_ = [("memory_limit", c_size), ("small_max", c_size),
+class HostOptions(_Versioned):
+    _c_name_ = "sp_host_options_t"
+    _fields_ = [("struct_size", c_size), ("checking", ctypes.c_int),
+                ("max_delay_us", ctypes.c_uint), ("seed", c_u64), ("total_memory", c_size),
+                ("granularity", c_size), ("device_wait", ctypes.c_int),
+                ("virtual_memory", ctypes.c_int)]
+
+
+class PoolOptions(_Versioned):
+    _c_name_ = "sp_pool_options_t"
+    _fields_ = [("struct_size", c_size), ("memory_limit", c_size), ("small_max", c_size),
                 ("stream_cache_bytes", c_size), ("poison_on_free", ctypes.c_int),
                 ("virtual_memory", ctypes.c_int), ("release_threshold", c_size)]
 
 
-class PoolStatistics(ctypes.Structure):
+class PoolStatistics(_Versioned):
+    _c_name_ = "sp_pool_statistics_t"
     _fields_ = [(name, c_size) for name in (
-        "live_bytes", "cached_bytes", "reserved_bytes", "peak_live_bytes",
+        "struct_size", "live_bytes", "cached_bytes", "reserved_bytes", "peak_live_bytes",
         "peak_reserved_bytes", "memory_limit")] + [(name, c_u64) for name in (
             "allocations", "deallocations", "fresh_allocations", "same_stream_reuses",
             "ready_reuses", "waited_reuses", "device_waits", "host_waits",
@@ -75,6 +96,8 @@ class PoolStatistics(ctypes.Structure):
             "upstream_unmaps", "upstream_calls")]
 
 
+STRUCTS = (HostOptions, PoolOptions, PoolStatistics)
+
 RECLAIM_FN = ctypes.CFUNCTYPE(None, c_ptr, c_size)
 
 _P = ctypes.POINTER
@@ -82,7 +105,8 @@ _signatures = {
     "sp_last_error_message": (ctypes.c_char_p, []),
     "sp_status_string": (ctypes.c_char_p, [status]),
     "sp_get_version": (status, [_P(ctypes.c_int)] * 3),
-    "sp_host_options_init": (status, [_P(HostOptions)]),
+    "sp_struct_size": (status, [ctypes.c_char_p, _P(c_size)]),
+    "sp_host_options_set_defaults": (status, [_P(HostOptions)]),
     "sp_device_create_host": (status, [_P(HostOptions), _P(c_ptr)]),
     "sp_device_create_cuda": (status, [ctypes.c_int, _P(c_ptr)]),
     "sp_cuda_device_count": (status, [_P(ctypes.c_int)]),
@@ -98,7 +122,7 @@ _signatures = {
     "sp_stream_synchronize": (status, [c_ptr]),
     "sp_stream_wait_stream": (status, [c_ptr, c_ptr]),
     "sp_stream_native": (status, [c_ptr, _P(c_ptr)]),
-    "sp_pool_options_init": (status, [_P(PoolOptions)]),
+    "sp_pool_options_set_defaults": (status, [_P(PoolOptions)]),
     "sp_device_default_pool": (status, [c_ptr, _P(c_ptr)]),
     "sp_pool_create": (status, [c_ptr, _P(PoolOptions), _P(c_ptr)]),
     "sp_pool_destroy": (status, [c_ptr]),
@@ -106,6 +130,7 @@ _signatures = {
     "sp_pool_deallocate": (status, [c_ptr, c_ptr, c_ptr]),
     "sp_pool_record_use": (status, [c_ptr, c_ptr, c_ptr]),
     "sp_pool_block_size": (status, [c_ptr, c_ptr, _P(c_size)]),
+    "sp_pool_statistics_set_defaults": (status, [_P(PoolStatistics)]),
     "sp_pool_get_statistics": (status, [c_ptr, _P(PoolStatistics)]),
     "sp_pool_set_memory_limit": (status, [c_ptr, c_size]),
     "sp_pool_get_memory_limit": (status, [c_ptr, _P(c_size)]),
@@ -125,7 +150,50 @@ _signatures = {
     "sp_torch_empty_cache": (None, []),
     "sp_torch_trace_phase": (None, [ctypes.c_char_p]),
 }
-for _name, (_res, _args) in _signatures.items():
-    _f = getattr(lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
+
+
+def _declare(library, name):
+    f = getattr(library, name)
+    f.restype, f.argtypes = _signatures[name]
+    return f
+
+
+def _where(library):
+    return getattr(library, "_name", None) or "libstreampool"
+
+
+def check_version(library, major=MAJOR_VERSION):
+    """Raises ImportError unless the library's major version is `major`."""
+    v = [ctypes.c_int() for _ in range(3)]
+    if _declare(library, "sp_get_version")(*[ctypes.byref(x) for x in v]) != SUCCESS:
+        raise ImportError(f"streampool: sp_get_version failed in {_where(library)}")
+    found = tuple(x.value for x in v)
+    if found[0] != major:
+        raise ImportError(
+            f"streampool: this binding declares the C ABI of major version {major}, but "
+            f"{_where(library)} is version {'.'.join(map(str, found))}")
+
+
+def check_struct_sizes(library, structs=STRUCTS):
+    """Raises ImportError naming the struct and both sizes unless each ctypes struct in `structs`
+    (each with _c_name_, the C typedef) has the size the library reports for it."""
+    struct_size = _declare(library, "sp_struct_size")
+    for cls in structs:
+        n = c_size()
+        if struct_size(cls._c_name_.encode(), ctypes.byref(n)) != SUCCESS:
+            message = _declare(library, "sp_last_error_message")().decode("utf-8", "replace")
+            raise ImportError(f"streampool: {_where(library)} does not know struct "
+                              f"{cls._c_name_} (ctypes class {cls.__name__}): {message}")
+        if n.value != ctypes.sizeof(cls):
+            raise ImportError(
+                f"streampool: struct {cls._c_name_} is {ctypes.sizeof(cls)} bytes in this "
+                f"binding (ctypes class {cls.__name__}) but {n.value} bytes in "
+                f"{_where(library)}: the layouts in {__name__} do not match the library's "
+                "include/streampool.h")
+
+
+# The version first: another major version may lack the functions declared below.
+check_version(lib)
+check_struct_sizes(lib)
+for _name in _signatures:
+    _declare(lib, _name)

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "streampool/error.hpp"
 
@@ -55,8 +54,7 @@ known_range::known_range(void* base, std::size_t bytes, std::uint64_t device,
 }
 
 allocation::allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first)
-    : known_range(base, bytes, p.state()->device_id(), std::move(first), true),
-      owner(std::move(p)) {}
+    : known_range(base, bytes, p.device_id(), std::move(first), true), owner(std::move(p)) {}
 
 void known_range::add_user_locked(const std::shared_ptr<timeline>& line) {
   std::erase_if(users, [](const std::shared_ptr<timeline>& l) { return l->retired(); });

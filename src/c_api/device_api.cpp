@@ -6,6 +6,7 @@
 
 #include "handles.hpp"
 #include "streampool/host.hpp"
+#include "struct_size.hpp"
 
 // The CUDA backend is compiled in only when its sources exist (STREAMPOOL_HAVE_CUDA_BACKEND is set
 // by the build); without it the entry points answer "not available".
@@ -18,7 +19,10 @@
 
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::host_options_abi;
 using streampool::c_api::require;
+using streampool::c_api::version_to_read;
+using streampool::c_api::version_to_write;
 
 namespace {
 // Backs the const char* of sp_device_violation_message until the next call on this thread.
@@ -29,9 +33,11 @@ bool is_host(const streampool::device& d) { return d.get_backend().name() == "ho
 
 extern "C" {
 
-sp_status_t sp_host_options_init(sp_host_options_t* options) {
+sp_status_t sp_host_options_set_defaults(sp_host_options_t* options) {
   return guarded([&] {
-    require(options, "sp_host_options_init", "options");
+    require(options, "sp_host_options_set_defaults", "options");
+    // One version so far: every field below is in it.
+    (void)version_to_write(host_options_abi, options, "sp_host_options_set_defaults");
     const streampool::host_options o;
     options->checking = o.checking ? 1 : 0;
     options->max_delay_us = o.max_delay_us;
@@ -48,6 +54,7 @@ sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t*
     require(device, "sp_device_create_host", "device (the output)");
     streampool::host_options o;
     if (options != nullptr) {
+      (void)version_to_read(host_options_abi, options, "sp_device_create_host");
       o.checking = options->checking != 0;
       o.max_delay_us = options->max_delay_us;
       o.seed = options->seed;

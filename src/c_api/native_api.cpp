@@ -2,7 +2,6 @@
 // frameworks that hand over a CUstream per call. No C-layer registry and no lock on the way: the
 // pool itself checks pointers (double free, foreign pointer), and the stream wrapper comes from a
 // per-thread cache (native_streams.hpp).
-#include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
 
@@ -13,7 +12,7 @@ namespace {
 
 streampool::stream_ref stream_of(sp_pool_t pool, void* native_stream) {
   const streampool::pool& p = pool->p;
-  return streampool::c_api::native_stream_of(p.state()->device_id(), native_stream,
+  return streampool::c_api::native_stream_of(p.device_id(), native_stream,
                                              [&] { return p.get_device(); });
 }
 

@@ -1,28 +1,32 @@
 // streampool C ABI: pools, allocation and free.
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "allocation_registry.hpp"
-#include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "streampool/error.hpp"
+#include "struct_size.hpp"
 
 using streampool::c_api::allocation;
 using streampool::c_api::allocation_registry;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::pool_options_abi;
+using streampool::c_api::pool_statistics_abi;
 using streampool::c_api::require;
+using streampool::c_api::version_to_read;
+using streampool::c_api::version_to_write;
 using streampool::detail::format;
 using streampool::detail::format_ptr;
 
 namespace {
 
-// The pool's ids, from its state: they stay readable after the pool's device was destroyed.
+// The pool's id for a %llu in a message.
 unsigned long long pool_id(const streampool::pool& p) {
-  return static_cast<unsigned long long>(p.state()->id());
+  return static_cast<unsigned long long>(p.id());
 }
-std::uint64_t device_id_of(const streampool::pool& p) { return p.state()->device_id(); }
 
 void check_pool(const allocation& a, sp_pool_t pool, const char* function) {
   if (pool != nullptr && !(a.owner == pool->p)) {
@@ -36,7 +40,8 @@ void check_pool(const allocation& a, sp_pool_t pool, const char* function) {
 
 void check_stream(const allocation& a, sp_stream_t stream, const char* function) {
   if (stream == nullptr) return;
-  const std::uint64_t want = device_id_of(a.owner);
+  // The pool keeps its device id: this works after the device was destroyed.
+  const std::uint64_t want = a.owner.device_id();
   const std::uint64_t got = stream->s.get_device().id();
   if (want != got) {
     throw error{
@@ -52,16 +57,20 @@ void check_stream(const allocation& a, sp_stream_t stream, const char* function)
 
 extern "C" {
 
-sp_status_t sp_pool_options_init(sp_pool_options_t* options) {
+sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
   return guarded([&] {
-    require(options, "sp_pool_options_init", "options");
+    require(options, "sp_pool_options_set_defaults", "options");
+    const unsigned version =
+        version_to_write(pool_options_abi, options, "sp_pool_options_set_defaults");
     const streampool::pool_options o;
     options->memory_limit = o.memory_limit;
     options->small_max = o.small_max;
     options->stream_cache_bytes = o.stream_cache_bytes;
     options->poison_on_free = o.poison_on_free ? 1 : 0;
-    options->virtual_memory = o.virtual_memory ? 1 : 0;
-    options->release_threshold = o.release_threshold;
+    if (version >= 2) {
+      options->virtual_memory = o.virtual_memory ? 1 : 0;
+      options->release_threshold = o.release_threshold;
+    }
   });
 }
 
@@ -79,12 +88,16 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
     require(pool, "sp_pool_create", "pool (the output)");
     streampool::pool_options o;
     if (options != nullptr) {
+      const unsigned version = version_to_read(pool_options_abi, options, "sp_pool_create");
       o.memory_limit = options->memory_limit;
       o.small_max = options->small_max;
       o.stream_cache_bytes = options->stream_cache_bytes;
       o.poison_on_free = options->poison_on_free != 0;
-      o.virtual_memory = options->virtual_memory != 0;
-      o.release_threshold = options->release_threshold;
+      // An older caller's struct ends before these: they keep their defaults.
+      if (version >= 2) {
+        o.virtual_memory = options->virtual_memory != 0;
+        o.release_threshold = options->release_threshold;
+      }
     }
     *pool = new sp_pool_s(streampool::pool(device->dev, o));
   });
@@ -234,10 +247,24 @@ sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size) {
   });
 }
 
+sp_status_t sp_pool_statistics_set_defaults(sp_pool_statistics_t* statistics) {
+  return guarded([&] {
+    require(statistics, "sp_pool_statistics_set_defaults", "statistics");
+    const unsigned version =
+        version_to_write(pool_statistics_abi, statistics, "sp_pool_statistics_set_defaults");
+    // Every field is a count: zero the bytes of the covered versions after struct_size.
+    const std::size_t covered = pool_statistics_abi.version_sizes[version - 1];
+    std::memset(reinterpret_cast<char*>(statistics) + sizeof statistics->struct_size, 0,
+                covered - sizeof statistics->struct_size);
+  });
+}
+
 sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics) {
   return guarded([&] {
     require(pool, "sp_pool_get_statistics", "pool");
     require(statistics, "sp_pool_get_statistics", "statistics");
+    const unsigned version =
+        version_to_write(pool_statistics_abi, statistics, "sp_pool_get_statistics");
     const streampool::pool_statistics st = pool->p.statistics();
     sp_pool_statistics_t& o = *statistics;
     o.live_bytes = st.live_bytes;
@@ -258,6 +285,7 @@ sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statist
     o.upstream_deallocations = st.upstream_deallocations;
     o.reclaim_calls = st.reclaim_calls;
     o.stream_caches = st.streams.size();
+    if (version < 2) return;  // an older caller's struct ends here
     o.upstream_reserves = st.upstream_reserves;
     o.upstream_creates = st.upstream_creates;
     o.upstream_releases = st.upstream_releases;

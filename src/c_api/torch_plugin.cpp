@@ -27,9 +27,9 @@
 #include <mutex>
 #include <string>
 
-#include "core/pool_state.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
+#include "streampool/error.hpp"
 #include "streampool/host.hpp"
 #include "torch_trace.hpp"
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")

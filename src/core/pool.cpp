@@ -42,6 +42,8 @@ std::uint64_t pool::add_reclaim_hook(std::function<void(std::size_t)> hook) {
 void pool::remove_reclaim_hook(std::uint64_t id) { checked(state_).remove_reclaim_hook(id); }
 pool_statistics pool::statistics() const { return checked(state_).statistics(); }
 device pool::get_device() const { return checked(state_).get_device(); }
+std::uint64_t pool::id() const { return checked(state_).id(); }
+std::uint64_t pool::device_id() const { return checked(state_).device_id(); }
 
 std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
   STREAMPOOL_EXPECTS(text != nullptr, "memory limit: no text");

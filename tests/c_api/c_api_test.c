@@ -150,6 +150,7 @@ static void test_statistics(void) {
   void* ptrs[16];
   size_t limit = 1, released = 0, upstream = 1;
   int i;
+  OK(sp_pool_statistics_init(&st));
   OK(sp_stream_create(d, &s));
   for (i = 0; i < 16; ++i) OK(sp_pool_allocate(p, 4096, s, &ptrs[i]));
   OK(sp_pool_get_statistics(p, &st));
@@ -370,6 +371,7 @@ static void test_origin_reproducer(void) {
   }
   {
     sp_pool_statistics_t st;
+    OK(sp_pool_statistics_init(&st));
     OK(sp_pool_get_statistics(p, &st));
     CHECK(st.live_bytes == 0);
     CHECK(st.ready_reuses + st.waited_reuses + st.same_stream_reuses > 0);
@@ -440,6 +442,7 @@ static void test_reclaim_hook(void) {
   void* ptr = NULL;
   int i;
   sp_pool_statistics_t st;
+  OK(sp_pool_statistics_init(&st));
   memset(&g, 0, sizeof g);
   g.pool = p;
   OK(sp_stream_create(d, &s));

@@ -71,6 +71,7 @@ int main(void) {
   /* Under pressure the hook frees garbage, and the allocation succeeds. */
   TRY(sp_pool_allocate(pool, (size_t)6 << 20, stream, &garbage));
   TRY(sp_pool_allocate(pool, (size_t)6 << 20, stream, &data));
+  TRY(sp_pool_statistics_init(&stats));
   TRY(sp_pool_get_statistics(pool, &stats));
   printf("reclaim calls: %llu, live bytes: %zu\n", (unsigned long long)stats.reclaim_calls,
          stats.live_bytes);

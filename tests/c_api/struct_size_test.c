@@ -1,0 +1,319 @@
+/* Pure C11 test of the versioned structs (include/streampool.h, "versioned structs"): a caller
+ * built against an older, smaller layout is served without a byte written past its struct_size
+ * (guard bytes behind the struct), a newer, larger one is accepted with its tail left alone (and
+ * refused when that tail sets something), and struct_size 0 or below the first version is
+ * refused with a message naming the function, the struct and the sizes. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "streampool.h"
+
+/* What a caller built against the first versions compiled: the layouts before the virtual-memory
+ * fields were appended. */
+typedef struct {
+  size_t struct_size;
+  size_t memory_limit;
+  size_t small_max;
+  size_t stream_cache_bytes;
+  int poison_on_free;
+} pool_options_v1;
+
+typedef struct {
+  size_t struct_size;
+  size_t live_bytes, cached_bytes, reserved_bytes, peak_live_bytes, peak_reserved_bytes;
+  size_t memory_limit;
+  uint64_t allocations, deallocations, fresh_allocations, same_stream_reuses, ready_reuses;
+  uint64_t waited_reuses, device_waits, host_waits, upstream_allocations, upstream_deallocations;
+  uint64_t reclaim_calls;
+  size_t stream_caches;
+} pool_statistics_v1;
+
+enum { guard = 0xA5, tail_bytes = 64 };
+
+/* A struct with room behind it; its bytes start as guard bytes. */
+typedef union {
+  sp_pool_options_t options;
+  sp_host_options_t host;
+  sp_pool_statistics_t statistics;
+  unsigned char bytes[sizeof(sp_pool_statistics_t) + tail_bytes];
+} guarded_buffer;
+
+static void fill_guard(guarded_buffer* b) { memset(b, guard, sizeof *b); }
+
+/* The first byte at or after `from` that is not a guard byte, or -1. */
+static long first_written(const guarded_buffer* b, size_t from) {
+  size_t i;
+  for (i = from; i < sizeof b->bytes; ++i) {
+    if (b->bytes[i] != guard) return (long)i;
+  }
+  return -1;
+}
+
+#define UNTOUCHED_FROM(buffer, from)                                                         \
+  do {                                                                                       \
+    long written_ = first_written((buffer), (from));                                         \
+    if (written_ >= 0) {                                                                     \
+      fprintf(stderr, "%s:%d: byte %ld written, past struct_size %zu\n", __FILE__, __LINE__, \
+              written_, (size_t)(from));                                                     \
+      ++failures;                                                                            \
+    }                                                                                        \
+  } while (0)
+
+/* `status` must be INVALID_ARGUMENT, and the message must contain every needle (NULL ends them). */
+static void expect_refused(const char* call, int line, sp_status_t status,
+                           const char* const* needles) {
+  const char* message = sp_last_error_message();
+  int ok = status == STREAMPOOL_STATUS_INVALID_ARGUMENT;
+  for (; *needles != NULL; ++needles) {
+    if (strstr(message, *needles) == NULL) {
+      fprintf(stderr, "%s:%d: message lacks '%s'\n", __FILE__, line, *needles);
+      ok = 0;
+    }
+  }
+  if (!ok) {
+    fprintf(stderr, "%s:%d: %s -> %s '%s', expected STREAMPOOL_STATUS_INVALID_ARGUMENT\n", __FILE__,
+            line, call, sp_status_string(status), message);
+    ++failures;
+  }
+}
+#define REFUSED(call, ...) \
+  expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
+
+/* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts. */
+static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
+  if (v1 == v2) {
+    snprintf(buf, n, "%zu (version 1)", v1);
+  } else {
+    snprintf(buf, n, "%zu (version 1), %zu (version 2)", v1, v2);
+  }
+  return buf;
+}
+
+static void test_sizes_reported(void) {
+  size_t n = 0;
+  OK(sp_struct_size("sp_pool_options_t", &n));
+  CHECK(n == sizeof(sp_pool_options_t));
+  OK(sp_struct_size("sp_host_options_t", &n));
+  CHECK(n == sizeof(sp_host_options_t));
+  OK(sp_struct_size("sp_pool_statistics_t", &n));
+  CHECK(n == sizeof(sp_pool_statistics_t));
+  REFUSED(sp_struct_size("sp_pool_options_s", &n), "sp_struct_size", "'sp_pool_options_s'",
+          "sp_pool_statistics_t");
+  REFUSED(sp_struct_size(NULL, &n), "sp_struct_size", "name is NULL");
+
+  /* The *_init functions set struct_size to this header's size. */
+  {
+    sp_pool_options_t po;
+    sp_host_options_t ho;
+    sp_pool_statistics_t st;
+    OK(sp_pool_options_init(&po));
+    OK(sp_host_options_init(&ho));
+    OK(sp_pool_statistics_init(&st));
+    CHECK(po.struct_size == sizeof po && ho.struct_size == sizeof ho &&
+          st.struct_size == sizeof st);
+    CHECK(po.small_max > 0 && po.release_threshold > 0 && ho.granularity > 0);
+  }
+}
+
+/* struct_size 0 (an uninitialised or zeroed struct) and sizes below the first version. */
+static void test_too_small_refused(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_device_t none = NULL;
+  sp_pool_t p = NULL, q = NULL;
+  guarded_buffer b;
+  char po_sizes[96], ho_sizes[96], st_sizes[96];
+  sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(sp_pool_options_t));
+  sizes_text(ho_sizes, sizeof ho_sizes, sizeof(sp_host_options_t), sizeof(sp_host_options_t));
+  sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1), sizeof(sp_pool_statistics_t));
+  OK(sp_device_default_pool(d, &p));
+
+  fill_guard(&b);
+  b.options.struct_size = 0;
+  REFUSED(sp_pool_create(d, &b.options, &q), "sp_pool_create", "sp_pool_options_t",
+          "struct_size is 0", po_sizes, "sp_pool_options_init");
+  CHECK(q == NULL);
+  REFUSED(sp_pool_options_set_defaults(&b.options), "sp_pool_options_set_defaults",
+          "sp_pool_options_t", "struct_size is 0", po_sizes);
+  UNTOUCHED_FROM(&b, sizeof b.options.struct_size);
+
+  b.options.struct_size = sizeof(pool_options_v1) - 1;
+  REFUSED(sp_pool_create(d, &b.options, &q), "sp_pool_create", "sp_pool_options_t", po_sizes);
+  CHECK(q == NULL);
+
+  fill_guard(&b);
+  b.host.struct_size = 0;
+  REFUSED(sp_device_create_host(&b.host, &none), "sp_device_create_host", "sp_host_options_t",
+          "struct_size is 0", ho_sizes, "sp_host_options_init");
+  CHECK(none == NULL);
+  REFUSED(sp_host_options_set_defaults(&b.host), "sp_host_options_set_defaults",
+          "sp_host_options_t", "struct_size is 0");
+  /* sp_host_options_t has one version: one byte short of it is below it. */
+  b.host.struct_size = sizeof(sp_host_options_t) - 1;
+  REFUSED(sp_device_create_host(&b.host, &none), "sp_device_create_host", "sp_host_options_t",
+          ho_sizes);
+  UNTOUCHED_FROM(&b, sizeof b.host.struct_size);
+
+  fill_guard(&b);
+  b.statistics.struct_size = 0;
+  REFUSED(sp_pool_get_statistics(p, &b.statistics), "sp_pool_get_statistics",
+          "sp_pool_statistics_t", "struct_size is 0", st_sizes, "sp_pool_statistics_init");
+  REFUSED(sp_pool_statistics_set_defaults(&b.statistics), "sp_pool_statistics_set_defaults",
+          "sp_pool_statistics_t", "struct_size is 0");
+  b.statistics.struct_size = sizeof(size_t);
+  REFUSED(sp_pool_get_statistics(p, &b.statistics), "sp_pool_get_statistics",
+          "sp_pool_statistics_t", st_sizes);
+  UNTOUCHED_FROM(&b, sizeof b.statistics.struct_size);
+
+  OK(sp_pool_destroy(p));
+  OK(sp_device_destroy(d));
+}
+
+/* A caller built against the first version of the statistics, and one whose struct ends before
+ * the last field: the library writes the first version's fields and nothing past them. */
+static void test_older_statistics(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_stream_t s = NULL;
+  sp_pool_t p = NULL;
+  void* ptr = NULL;
+  guarded_buffer b;
+  pool_statistics_v1 old;
+  const size_t truncated = offsetof(sp_pool_statistics_t, upstream_calls);
+  OK(sp_stream_create(d, &s));
+  OK(sp_device_default_pool(d, &p));
+  OK(sp_pool_allocate(p, 4096, s, &ptr));
+
+  fill_guard(&b);
+  b.statistics.struct_size = sizeof(pool_statistics_v1);
+  OK(sp_pool_get_statistics(p, &b.statistics));
+  UNTOUCHED_FROM(&b, sizeof(pool_statistics_v1));
+  memcpy(&old, b.bytes, sizeof old);
+  CHECK(old.struct_size == sizeof old);
+  CHECK(old.live_bytes >= 4096 && old.allocations == 1 && old.stream_caches >= 1);
+
+  /* Truncated before its last field, it holds version 2 only in part: it is served as version 1,
+   * so nothing past version 1 is written, let alone past struct_size. */
+  fill_guard(&b);
+  b.statistics.struct_size = truncated;
+  OK(sp_pool_get_statistics(p, &b.statistics));
+  UNTOUCHED_FROM(&b, sizeof(pool_statistics_v1));
+  CHECK(b.statistics.live_bytes >= 4096 && b.statistics.allocations == 1);
+
+  /* sp_pool_statistics_set_defaults zeroes the first version's fields only. */
+  fill_guard(&b);
+  b.statistics.struct_size = sizeof(pool_statistics_v1);
+  OK(sp_pool_statistics_set_defaults(&b.statistics));
+  UNTOUCHED_FROM(&b, sizeof(pool_statistics_v1));
+  CHECK(b.statistics.live_bytes == 0 && b.statistics.stream_caches == 0);
+
+  OK(sp_pool_deallocate(p, ptr, s));
+  OK(sp_pool_destroy(p));
+  OK(sp_stream_destroy(s));
+  expect_no_violations(d);
+  OK(sp_device_destroy(d));
+}
+
+/* A caller built against the first version of the pool options: its fields are read, the later
+ * ones keep their defaults, whatever lies behind its struct. */
+static void test_older_pool_options(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_stream_t s = NULL;
+  sp_pool_t p = NULL;
+  void* ptr = NULL;
+  guarded_buffer b;
+  sp_pool_statistics_t st;
+  pool_options_v1 old;
+  OK(sp_stream_create(d, &s));
+
+  fill_guard(&b);
+  b.options.struct_size = sizeof(pool_options_v1);
+  OK(sp_pool_options_set_defaults(&b.options));
+  UNTOUCHED_FROM(&b, sizeof(pool_options_v1));
+  memcpy(&old, b.bytes, sizeof old);
+  CHECK(old.small_max > 0 && old.stream_cache_bytes > 0 && old.poison_on_free == 0);
+
+  /* The old struct's fields, then zeros: in its tail padding and behind it, where the library
+   * would find virtual_memory off and a release threshold of 0 if it read them. It must keep the
+   * defaults (virtual memory on). */
+  memset(&b, 0, sizeof b);
+  old.memory_limit = (size_t)8 << 20;
+  memcpy(b.bytes, &old, offsetof(pool_options_v1, poison_on_free) + sizeof old.poison_on_free);
+  OK(sp_pool_create(d, &b.options, &p));
+  OK(sp_pool_allocate(p, (size_t)2 << 20, s, &ptr));
+  OK(sp_pool_statistics_init(&st));
+  OK(sp_pool_get_statistics(p, &st));
+  CHECK(st.memory_limit == (size_t)8 << 20); /* the first version's fields are read */
+  CHECK(st.upstream_reserves > 0);           /* virtual memory stayed on: the default */
+  OK(sp_pool_deallocate(p, ptr, s));
+  OK(sp_pool_destroy(p));
+
+  OK(sp_stream_destroy(s));
+  OK(sp_device_destroy(d));
+}
+
+/* A caller built against a newer header: larger structs. Known fields are written, the tail is
+ * left alone; a tail that sets something is refused, naming the byte. */
+static void test_newer_structs(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_device_t h = NULL;
+  sp_pool_t p = NULL, q = NULL;
+  guarded_buffer b;
+  char byte_text[64];
+  const size_t newer_options = sizeof(sp_pool_options_t) + 16;
+  OK(sp_device_default_pool(d, &p));
+
+  fill_guard(&b);
+  b.statistics.struct_size = sizeof(sp_pool_statistics_t) + tail_bytes;
+  OK(sp_pool_get_statistics(p, &b.statistics));
+  UNTOUCHED_FROM(&b, sizeof(sp_pool_statistics_t));
+
+  fill_guard(&b);
+  b.options.struct_size = newer_options;
+  OK(sp_pool_options_set_defaults(&b.options));
+  UNTOUCHED_FROM(&b, sizeof(sp_pool_options_t));
+  /* The newer fields as the newer header's *_init leaves them (zero): accepted. */
+  memset(b.bytes + sizeof(sp_pool_options_t), 0, newer_options - sizeof(sp_pool_options_t));
+  OK(sp_pool_create(d, &b.options, &q));
+  OK(sp_pool_destroy(q));
+  /* A newer field set: refused. The bytes past struct_size are not looked at. */
+  b.bytes[sizeof(sp_pool_options_t) + 3] = 1;
+  b.bytes[newer_options] = 7;
+  q = NULL;
+  snprintf(byte_text, sizeof byte_text, "byte %zu", sizeof(sp_pool_options_t) + 3);
+  REFUSED(sp_pool_create(d, &b.options, &q), "sp_pool_create", "sp_pool_options_t", byte_text,
+          "cannot honour");
+  CHECK(q == NULL);
+  b.bytes[sizeof(sp_pool_options_t) + 3] = 0;
+  OK(sp_pool_create(d, &b.options, &q));
+  OK(sp_pool_destroy(q));
+
+  memset(&b, 0, sizeof b);
+  b.host.struct_size = sizeof(sp_host_options_t) + 8;
+  OK(sp_host_options_set_defaults(&b.host));
+  OK(sp_device_create_host(&b.host, &h));
+  OK(sp_device_destroy(h));
+  h = NULL;
+  b.bytes[sizeof(sp_host_options_t)] = 1;
+  REFUSED(sp_device_create_host(&b.host, &h), "sp_device_create_host", "sp_host_options_t",
+          "cannot honour");
+  CHECK(h == NULL);
+
+  OK(sp_pool_destroy(p));
+  OK(sp_device_destroy(d));
+}
+
+int main(void) {
+  test_sizes_reported();
+  test_too_small_refused();
+  test_older_statistics();
+  test_older_pool_options();
+  test_newer_structs();
+  if (failures != 0) {
+    fprintf(stderr, "struct_size_test: %d failure(s)\n", failures);
+    return 1;
+  }
+  printf("struct_size_test: passed\n");
+  return 0;
+}

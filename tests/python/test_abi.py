@@ -1,0 +1,88 @@
+"""The binding's load-time checks of the library (python/streampool/_capi.py): its major version
+and the size of each struct whose layout the binding copies by hand (plain unittest).
+
+Run: STREAMPOOL_LIBRARY=build/release/libstreampool.so PYTHONPATH=python \
+     python3 -m unittest discover -s tests/python -v
+"""
+
+import ctypes
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import streampool as sp  # noqa: E402
+from streampool import _capi  # noqa: E402
+
+
+class WrongPoolOptions(ctypes.Structure):
+    """sp_pool_options_t with its last field forgotten: a layout copied wrongly."""
+    _c_name_ = "sp_pool_options_t"
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "struct_size", "memory_limit", "small_max", "stream_cache_bytes")] + [
+        ("poison_on_free", ctypes.c_int), ("virtual_memory", ctypes.c_int)]
+
+
+class NoSuchStruct(ctypes.Structure):
+    _c_name_ = "sp_no_such_t"
+    _fields_ = [("struct_size", ctypes.c_size_t)]
+
+
+class AbiCheckTest(unittest.TestCase):
+    def test_the_binding_matches_this_library(self):
+        _capi.check_version(_capi.lib)
+        _capi.check_struct_sizes(_capi.lib)
+        self.assertEqual(sp.version()[0], _capi.MAJOR_VERSION)
+
+    def test_a_wrong_struct_size_is_named_with_both_sizes(self):
+        real = ctypes.sizeof(_capi.PoolOptions)
+        wrong = ctypes.sizeof(WrongPoolOptions)
+        self.assertNotEqual(real, wrong)
+        with self.assertRaises(ImportError) as caught:
+            _capi.check_struct_sizes(_capi.lib, [_capi.HostOptions, WrongPoolOptions])
+        message = str(caught.exception)
+        for part in ("sp_pool_options_t", "WrongPoolOptions", f"{wrong} bytes in this binding",
+                     f"but {real} bytes in"):
+            self.assertIn(part, message)
+
+    def test_a_struct_the_library_does_not_know(self):
+        with self.assertRaises(ImportError) as caught:
+            _capi.check_struct_sizes(_capi.lib, [NoSuchStruct])
+        self.assertIn("sp_no_such_t", str(caught.exception))
+        self.assertIn("sp_struct_size", str(caught.exception))  # the library's own message
+
+    def test_another_major_version_is_refused(self):
+        major = sp.version()[0]
+        with self.assertRaises(ImportError) as caught:
+            _capi.check_version(_capi.lib, major=major + 1)
+        message = str(caught.exception)
+        self.assertIn(f"major version {major + 1}", message)
+        self.assertIn("is version " + ".".join(map(str, sp.version())), message)
+
+    def test_the_check_runs_when_the_binding_loads(self):
+        # A fresh interpreter where ctypes reports PoolStatistics 8 bytes larger than it is: the
+        # import itself must fail, naming the struct.
+        code = ("import ctypes\n"
+                "real = ctypes.sizeof\n"
+                "ctypes.sizeof = lambda t: real(t) + (8 if getattr(t, '__name__', '') == "
+                "'PoolStatistics' else 0)\n"
+                "import streampool\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")),
+                              timeout=120)
+        self.assertNotEqual(done.returncode, 0, done.stdout)
+        self.assertIn("ImportError", done.stderr)
+        self.assertIn("sp_pool_statistics_t", done.stderr)
+
+    def test_every_struct_carries_its_size(self):
+        for cls in _capi.STRUCTS:
+            self.assertEqual(cls().struct_size, ctypes.sizeof(cls), cls.__name__)
+        self.assertNotIn("struct_size", sp.Pool(sp.Device.host()).statistics())
+
+
+if __name__ == "__main__":
+    unittest.main()
