@@ -6,6 +6,10 @@
 #   bash scripts/lint.sh --fix-format    clang-format -i (rewrites files)
 #   bash scripts/lint.sh --tidy [BUILD]  clang-tidy on src/ with BUILD/compile_commands.json
 #                                        (default build/release, configured if missing)
+#
+# Installs clang-format and clang-tidy (Debian 12: version 14) when they are missing. Exits non-zero
+# on any format difference or any clang-tidy finding (.clang-tidy makes every check an error);
+# scripts/run-tests.sh runs it in CI.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -27,7 +31,7 @@ find_tool() {
 }
 
 format_files() {
-  git ls-files -- 'src/*' 'include/*' 'tests/*' 'bench/*' 'examples/*' |
+  git ls-files -- 'src/*' 'include/*' 'tests/*' 'bench/*' 'examples/*' 'fuzz/*' 'tools/*' |
     grep -E '\.(c|h|cpp|hpp|cu|cuh)$' || true
 }
 
@@ -54,7 +58,14 @@ do_tidy() {
   mapfile -t files < <(git ls-files -- 'src/*.cpp')
   ((${#files[@]})) || { echo "tidy: no files"; return 0; }
   printf '%s\n' "${files[@]}" | xargs -P "${SP_JOBS}" -n 1 "${tidy}" -p "${build_dir}" --quiet
+  echo "tidy: ${#files[@]} files clean"
 }
+
+case ${mode} in
+  all | --format | --fix-format) ensure_packages clang-format ;;&
+  all | --tidy) ensure_packages clang-tidy ;;&
+  *) ;;
+esac
 
 case ${mode} in
   all) do_format check; do_tidy ;;

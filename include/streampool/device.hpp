@@ -20,9 +20,10 @@ namespace streampool {
 class pool;
 namespace detail {
 struct device_state;
-}
+struct access;
+}  // namespace detail
 
-/// A moved-from handle refers to no device: state() == nullptr and id() == 0 (no device has id
+/// A moved-from handle refers to no device: id() == 0 (no device has id
 /// 0). Copying, comparing, assigning and destroying it work as for any handle; every operation
 /// that needs the device (get_backend, backend_ptr, default_pool, and so making a stream, pool or
 /// array on it) throws logic_error "device: used after it was moved from". The device itself is
@@ -59,12 +60,10 @@ class STREAMPOOL_EXPORT device {
 
   friend bool operator==(const device& a, const device& b) noexcept { return a.state_ == b.state_; }
 
-  [[nodiscard]] const std::shared_ptr<detail::device_state>& state() const noexcept {
-    return state_;
-  }
+ private:
+  friend struct detail::access;
   explicit device(std::shared_ptr<detail::device_state> s);
 
- private:
   /// *state_, or logic_error when moved from.
   [[nodiscard]] detail::device_state& checked_state() const;
 

@@ -131,7 +131,7 @@ struct pool_statistics {
 /// A shared handle to one pool. Copies refer to the same pool; the pool lives while any handle,
 /// array or live allocation made through an array needs it.
 ///
-/// A moved-from handle refers to no pool (state() == nullptr). Copying, comparing, assigning and
+/// A moved-from handle refers to no pool. Copying, comparing, assigning and
 /// destroying it work as for any handle, and owns() answers false; every other operation throws
 /// logic_error "pool: used after it was moved from". The pool itself is untouched: the handle
 /// moved into, and arrays made from it, keep it. Self-move-assignment keeps the handle.
@@ -184,11 +184,11 @@ class STREAMPOOL_EXPORT pool {
   /// The id of the pool's device (device::id()). Readable after the device was destroyed, unlike
   /// get_device(): the pool keeps the number.
   [[nodiscard]] std::uint64_t device_id() const;
-  [[nodiscard]] const std::shared_ptr<detail::pool_state>& state() const noexcept { return state_; }
-  explicit pool(std::shared_ptr<detail::pool_state> s) : state_(std::move(s)) {}
   friend bool operator==(const pool& a, const pool& b) noexcept { return a.state_ == b.state_; }
 
  private:
+  friend struct detail::access;
+  explicit pool(std::shared_ptr<detail::pool_state> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::pool_state> state_;
 };
 

@@ -14,12 +14,16 @@
 
 #include <memory>
 
+#include "streampool/detail/stream_state.hpp"
 #include "streampool/device.hpp"
 #include "streampool/timeline.hpp"
 
 namespace streampool {
 
 class stream_ref;
+namespace detail {
+struct access;
+}
 
 /// A moved-from stream owns nothing (no queue, no timeline): destroying it or assigning it a new
 /// stream does nothing else, and every other operation (ref, the conversion to stream_ref,
@@ -51,34 +55,24 @@ class STREAMPOOL_EXPORT stream {
   [[nodiscard]] const std::shared_ptr<timeline>& get_timeline() const;
   [[nodiscard]] const device& get_device() const;
 
-  struct impl;
-
  private:
-  explicit stream(std::unique_ptr<impl> i);
-  /// *impl_, or logic_error when moved from.
-  [[nodiscard]] const impl& checked_impl() const;
-  std::unique_ptr<impl> impl_;  // null once moved from
-};
-
-/// A stream's state. Public only so that stream_ref's accessors inline into the pool's fast path.
-struct stream::impl {
-  device dev;
-  std::shared_ptr<timeline> line;
-  bool owns_queue;
+  explicit stream(std::unique_ptr<detail::stream_state> s);
+  /// *state_, or logic_error when moved from.
+  [[nodiscard]] const detail::stream_state& checked_state() const;
+  std::unique_ptr<detail::stream_state> state_;  // null once moved from
 };
 
 class STREAMPOOL_EXPORT stream_ref {
  public:
-  explicit stream_ref(const stream::impl* i) noexcept : impl_(i) {}
   stream_ref(int) = delete;             // NOLINT: closes off stream_ref(0)
   stream_ref(std::nullptr_t) = delete;  // NOLINT
 
-  [[nodiscard]] const device& get_device() const noexcept { return impl_->dev; }
-  [[nodiscard]] timeline& get_timeline() const noexcept { return *impl_->line; }
+  [[nodiscard]] const device& get_device() const noexcept { return state_->dev; }
+  [[nodiscard]] timeline& get_timeline() const noexcept { return *state_->line; }
   [[nodiscard]] const std::shared_ptr<timeline>& timeline_ptr() const noexcept {
-    return impl_->line;
+    return state_->line;
   }
-  [[nodiscard]] native_queue native() const noexcept { return impl_->line->queue_for_submit(); }
+  [[nodiscard]] native_queue native() const noexcept { return state_->line->queue_for_submit(); }
   /// A token covering all work submitted to the stream so far.
   [[nodiscard]] token now() const;
   /// Enqueues a command.
@@ -88,11 +82,13 @@ class STREAMPOOL_EXPORT stream_ref {
   void wait(const token& t) const;
   void synchronize() const;
 
-  [[nodiscard]] const stream::impl* get() const noexcept { return impl_; }
-  friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.impl_ == b.impl_; }
+  friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.state_ == b.state_; }
 
  private:
-  const stream::impl* impl_;
+  friend class stream;
+  friend struct detail::access;
+  explicit stream_ref(const detail::stream_state* s) noexcept : state_(s) {}
+  const detail::stream_state* state_;
 };
 
 /// The calling thread's current stream on `d` (see glossary).

@@ -29,9 +29,11 @@
 
 namespace streampool {
 
+class stream_ref;
 namespace detail {
 class stream_cache;
 class pool_state;
+struct access;
 }  // namespace detail
 
 /// A recorded backend marker with shared ownership; released when the last owner drops it.
@@ -96,10 +98,13 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
   native_queue retire();
 
-  /// Used by stream: submit under the timeline's rules (advances nothing; the epoch advances
-  /// only when a marker is recorded).
-  [[nodiscard]] native_queue queue_for_submit() const noexcept { return queue_; }
+ private:
+  // The library's own (stream_ref submits on the queue; the pool finds its cache here).
+  friend class stream_ref;
+  friend struct detail::access;
 
+  /// The queue work is submitted on (null once retired).
+  [[nodiscard]] native_queue queue_for_submit() const noexcept { return queue_; }
   /// The per-pool cache of blocks freed on this timeline (created on first use). Lock-free
   /// lookup for the first pool used with this timeline.
   [[nodiscard]] detail::stream_cache* cache_for(detail::pool_state& pool);
@@ -110,7 +115,6 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
                : nullptr;
   }
 
- private:
   std::shared_ptr<marker> record_locked();
   void advance_locked();
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace streampool::c_api {
@@ -33,13 +34,13 @@ thread_local per_thread_defaults this_thread_defaults;
 struct cache_entry {
   std::uint64_t device_id = 0;
   void* handle = nullptr;
-  const stream::impl* impl = nullptr;
+  std::optional<stream_ref> ref;  // empty: an unused entry
 };
 thread_local std::array<cache_entry, 8> cache{};
 thread_local unsigned cache_next = 0;
 
 void remember(std::uint64_t device_id, void* handle, stream_ref s) noexcept {
-  cache[cache_next++ % cache.size()] = {device_id, handle, s.get()};
+  cache[cache_next++ % cache.size()] = {device_id, handle, s};
 }
 
 bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
@@ -47,15 +48,11 @@ bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
 }  // namespace
 
 namespace detail {
-stream_ref lookup_cached(std::uint64_t device_id, void* handle, bool& hit) noexcept {
+std::optional<stream_ref> lookup_cached(std::uint64_t device_id, void* handle) noexcept {
   for (const cache_entry& e : cache) {
-    if (e.impl != nullptr && e.device_id == device_id && e.handle == handle) {
-      hit = true;
-      return stream_ref(e.impl);
-    }
+    if (e.ref && e.device_id == device_id && e.handle == handle) return e.ref;
   }
-  hit = false;
-  return stream_ref(static_cast<const stream::impl*>(nullptr));
+  return std::nullopt;
 }
 }  // namespace detail
 
@@ -65,9 +62,8 @@ void* wrappable_queue(const device& d, void* handle) {
 }
 
 stream_ref native_stream(const device& d, void* handle) {
-  bool hit = false;
-  stream_ref s = detail::lookup_cached(d.id(), handle, hit);
-  if (hit) return s;
+  if (std::optional<stream_ref> cached = detail::lookup_cached(d.id(), handle)) return *cached;
+  std::optional<stream_ref> s;
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
   if (is_cuda(d) && h == cuda_per_thread) {
     // The legacy wrapper too, so that all_native_stream_points covers this thread's work.
@@ -75,9 +71,11 @@ stream_ref native_stream(const device& d, void* handle) {
     for (auto& [id, w] : this_thread_defaults.wrapped) {
       if (id == d.id()) s = w->ref();
     }
-    if (s.get() == nullptr) {
+    if (!s) {
       this_thread_defaults.wrapped.emplace_back(
-          d.id(), std::make_unique<stream>(stream::wrap(d, reinterpret_cast<void*>(cuda_legacy))));
+          d.id(),
+          // NOLINTNEXTLINE(performance-no-int-to-ptr): CU_STREAM_LEGACY is a handle, not an address
+          std::make_unique<stream>(stream::wrap(d, reinterpret_cast<void*>(cuda_legacy))));
       s = this_thread_defaults.wrapped.back().second->ref();
     }
   } else {
@@ -90,8 +88,8 @@ stream_ref native_stream(const device& d, void* handle) {
     if (!w) w = std::make_unique<stream>(stream::wrap(d, key));
     s = w->ref();
   }
-  remember(d.id(), handle, s);
-  return s;
+  remember(d.id(), handle, *s);
+  return *s;
 }
 
 std::vector<token> all_native_stream_points(std::uint64_t device_id, const timeline* except) {

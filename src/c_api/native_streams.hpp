@@ -15,6 +15,7 @@
 // streampool still knows it; its handle must not be used again unless it names a new stream.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "streampool/device.hpp"
@@ -45,14 +46,14 @@ template <class GetDevice>
 void synchronize_native_streams(std::uint64_t device_id);
 
 namespace detail {
-stream_ref lookup_cached(std::uint64_t device_id, void* handle, bool& hit) noexcept;
+/// The stream this thread last found for (device, handle), if it is in the thread's small cache.
+std::optional<stream_ref> lookup_cached(std::uint64_t device_id, void* handle) noexcept;
 }  // namespace detail
 
 template <class GetDevice>
 stream_ref native_stream_of(std::uint64_t device_id, void* handle, GetDevice&& get_device) {
-  bool hit = false;
-  stream_ref s = detail::lookup_cached(device_id, handle, hit);
-  return hit ? s : native_stream(get_device(), handle);
+  if (std::optional<stream_ref> s = detail::lookup_cached(device_id, handle)) return *s;
+  return native_stream(get_device(), handle);
 }
 
 }  // namespace streampool::c_api

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "access.hpp"
 #include "device_state.hpp"
 #include "pool_state.hpp"
 #include "streampool/host.hpp"
@@ -50,7 +51,7 @@ pool device::default_pool() const {
     // cache survives between uses and goes when the device's last handle, stream or array does.
     state.default_pool = std::make_shared<detail::pool_state>(*this, pool_options{});
   }
-  return pool(state.default_pool);
+  return detail::access::make_pool(state.default_pool);
 }
 
 }  // namespace streampool

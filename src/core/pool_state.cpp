@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "access.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::detail {
@@ -40,7 +41,7 @@ std::size_t env_limit(const backend& b) {
 
 pool_state::pool_state(const device& d, pool_options options)
     : id_(next_pool_id.fetch_add(1)),
-      device_(d.state()),
+      device_(access::state(d)),
       device_id_(d.id()),
       backend_(d.backend_ptr()),
       options_(options),
@@ -94,7 +95,7 @@ device pool_state::get_device() const {
   STREAMPOOL_EXPECTS(d != nullptr, format("pool %llu: its device %llu was destroyed",
                                           static_cast<unsigned long long>(id_),
                                           static_cast<unsigned long long>(device_id_)));
-  return device(std::move(d));
+  return access::make_device(std::move(d));
 }
 
 // ---- allocation -------------------------------------------------------------------------------
@@ -121,8 +122,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   if (bytes > options_.small_max) return allocate_large(s, bytes);
   const std::size_t cls = class_of(bytes);
   timeline& line = s.get_timeline();
-  stream_cache* cp = line.first_cache(id_);
-  stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
+  stream_cache& c = access::cache_for(line, *this, id_);
   c.mu.lock();
   auto& bin = c.bins[cls];
   if (!bin.empty()) [[likely]] {
@@ -149,8 +149,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
 
 stream_cache& pool_state::cache_of(stream_ref s) {
   timeline& line = s.get_timeline();
-  stream_cache* cp = line.first_cache(id_);
-  return cp != nullptr ? *cp : *line.cache_for(*this);
+  return access::cache_for(line, *this, id_);
 }
 
 void pool_state::count_live(stream_cache& c, std::int64_t bytes) {
@@ -560,8 +559,7 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
     return;
   }
   timeline& line = s->get_timeline();
-  stream_cache* cp = line.first_cache(id_);
-  stream_cache& c = cp != nullptr ? *cp : *line.cache_for(*this);
+  stream_cache& c = access::cache_for(line, *this, id_);
   stream_cache::counted n{};
   {
     std::lock_guard lock(c.mu);

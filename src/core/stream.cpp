@@ -1,8 +1,11 @@
 #include "streampool/stream.hpp"
 
 #include <algorithm>
+#include <ranges>
 #include <utility>
 #include <vector>
+
+#include "access.hpp"
 
 namespace streampool {
 
@@ -12,7 +15,7 @@ namespace {
 // streams are destroyed when the thread exits, after its scopes are gone, like the origin
 // report's task-local streams; arrays that outlive them hold tokens, not streams.
 struct thread_streams {
-  std::vector<std::pair<std::uint64_t, const stream::impl*>> scopes;
+  std::vector<std::pair<std::uint64_t, const detail::stream_state*>> scopes;
   std::vector<std::pair<std::uint64_t, stream>> defaults;
 };
 thread_local thread_streams this_thread;
@@ -22,69 +25,70 @@ thread_local thread_streams this_thread;
 stream::stream(const device& d) {
   backend& b = d.get_backend();
   native_queue q = b.create_queue();
-  impl_ = std::make_unique<impl>(impl{d, std::make_shared<timeline>(d.backend_ptr(), q), true});
+  state_ = std::make_unique<detail::stream_state>(
+      detail::stream_state{d, std::make_shared<timeline>(d.backend_ptr(), q), true});
 }
 
 stream stream::wrap(const device& d, native_queue foreign) {
   STREAMPOOL_EXPECTS(foreign != nullptr, "stream::wrap: null native queue");
-  return stream(
-      std::make_unique<impl>(impl{d, std::make_shared<timeline>(d.backend_ptr(), foreign), false}));
+  return stream(std::make_unique<detail::stream_state>(
+      detail::stream_state{d, std::make_shared<timeline>(d.backend_ptr(), foreign), false}));
 }
 
-stream::stream(std::unique_ptr<impl> i) : impl_(std::move(i)) {}
-stream::stream(stream&&) noexcept = default;  // leaves other.impl_ null: moved-from
+stream::stream(std::unique_ptr<detail::stream_state> s) : state_(std::move(s)) {}
+stream::stream(stream&&) noexcept = default;  // leaves other.state_ null: moved-from
 
 stream& stream::operator=(stream&& other) noexcept {
   if (this != &other) {
     stream dying(std::move(*this));
-    impl_ = std::move(other.impl_);
+    state_ = std::move(other.state_);
   }
   return *this;
 }
 
 stream::~stream() {
-  if (!impl_) return;
+  if (!state_) return;
   // Waits for the stream's work, makes every token on it complete, and hands its cached blocks
   // back to their pools: after this nothing anywhere can reach the queue.
-  native_queue q = impl_->line->retire();
-  if (impl_->owns_queue) impl_->dev.get_backend().destroy_queue(q);
+  native_queue q = state_->line->retire();
+  if (state_->owns_queue) state_->dev.get_backend().destroy_queue(q);
 }
 
 // One null check: ref() is on the way of every pool call made with a stream, so the conversion
-// is written out (a test and a branch) instead of going through checked_impl().
-const stream::impl& stream::checked_impl() const {
-  STREAMPOOL_EXPECTS(impl_ != nullptr, "stream: used after it was moved from");
-  return *impl_;
+// is written out (a test and a branch) instead of going through checked_state().
+const detail::stream_state& stream::checked_state() const {
+  STREAMPOOL_EXPECTS(state_ != nullptr, "stream: used after it was moved from");
+  return *state_;
 }
 
 stream_ref stream::ref() const {
-  if (impl_ == nullptr) [[unlikely]]
-    (void)checked_impl();
-  return stream_ref(impl_.get());
+  if (state_ == nullptr) [[unlikely]]
+    (void)checked_state();
+  return stream_ref(state_.get());
 }
 stream::operator stream_ref() const {
-  if (impl_ == nullptr) [[unlikely]]
-    (void)checked_impl();
-  return stream_ref(impl_.get());
+  if (state_ == nullptr) [[unlikely]]
+    (void)checked_state();
+  return stream_ref(state_.get());
 }
 void stream::synchronize() const { ref().synchronize(); }
-const std::shared_ptr<timeline>& stream::get_timeline() const { return checked_impl().line; }
-const device& stream::get_device() const { return checked_impl().dev; }
+const std::shared_ptr<timeline>& stream::get_timeline() const { return checked_state().line; }
+const device& stream::get_device() const { return checked_state().dev; }
 
-token stream_ref::now() const { return token{impl_->line, impl_->line->current()}; }
+token stream_ref::now() const { return token{state_->line, state_->line->current()}; }
 
-void stream_ref::submit(const command& c) const { impl_->dev.get_backend().submit(native(), c); }
+void stream_ref::submit(const command& c) const { state_->dev.get_backend().submit(native(), c); }
 
 void stream_ref::wait(const token& t) const {
-  if (t.ready_for(impl_->line.get())) return;
-  if (impl_->dev.get_backend().caps().device_wait) {
+  if (t.ready_for(state_->line.get())) return;
+  if (state_->dev.get_backend().caps().device_wait) {
     t.line->wait_device(native(), t.at);
   } else {
     t.line->wait_host(t.at);
   }
 }
 
-void stream_ref::synchronize() const { impl_->line->wait_host(impl_->line->current()); }
+void stream_ref::synchronize() const { state_->line->wait_host(state_->line->current()); }
 
 stream_ref default_stream(const device& d) {
   for (auto& [id, s] : this_thread.defaults)
@@ -94,14 +98,14 @@ stream_ref default_stream(const device& d) {
 }
 
 stream_ref current_stream(const device& d) {
-  const auto& scopes = this_thread.scopes;
-  for (auto it = scopes.rbegin(); it != scopes.rend(); ++it)
-    if (it->first == d.id()) return stream_ref(it->second);
+  // Innermost first.
+  for (const auto& [id, state] : std::views::reverse(this_thread.scopes))
+    if (id == d.id()) return detail::access::make_ref(state);
   return default_stream(d);
 }
 
 stream_scope::stream_scope(stream_ref s) : device_id_(s.get_device().id()) {
-  this_thread.scopes.emplace_back(device_id_, s.get());
+  this_thread.scopes.emplace_back(device_id_, detail::access::state(s));
 }
 
 stream_scope::~stream_scope() { this_thread.scopes.pop_back(); }

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/access.hpp"  // a pool's identity, to match blocks to pools
 #include "model/hb_oracle.hpp"
 #include "streampool/streampool.hpp"
 
@@ -112,9 +113,9 @@ struct stream_slot {
   int id;
   int thread;
   bool is_default;
-  std::unique_ptr<stream> owned;  // explicit streams
-  const stream::impl* impl;       // the stream either way
-  [[nodiscard]] stream_ref ref() const { return stream_ref(impl); }
+  std::unique_ptr<stream> owned;   // explicit streams
+  std::optional<stream_ref> view;  // the stream either way
+  [[nodiscard]] stream_ref ref() const { return *view; }
 };
 
 struct user {
@@ -367,13 +368,13 @@ class sequence {
     const int id = next_stream_++;
     log("create stream s" + std::to_string(id) + " on t" + std::to_string(t) +
         (make_default ? " (the thread's default stream)" : ""));
-    stream_slot slot{id, t, make_default, nullptr, nullptr};
+    stream_slot slot{id, t, make_default, nullptr, std::nullopt};
     on(t, [&] {
       if (make_default) {
-        slot.impl = default_stream(*dev_).get();
+        slot.view = default_stream(*dev_);
       } else {
         slot.owned = std::make_unique<stream>(*dev_);
-        slot.impl = slot.owned->ref().get();
+        slot.view = slot.owned->ref();
       }
     });
     streams_.push_back(std::move(slot));
@@ -419,7 +420,8 @@ class sequence {
         " of " + std::to_string(bytes) + " B from pool" + std::to_string(slot) + " on s" +
         std::to_string(s.id) + " (t" + std::to_string(s.thread) + ")");
     pool& p = *pools_[slot].handle;
-    block b{id, is_array, slot, p.state().get(), nullptr, bytes, 0, nullptr, {}};
+    block b{id, is_array, slot, streampool::detail::access::state(p).get(), nullptr, bytes,
+            0,  nullptr,  {}};
     const std::uint64_t waits_before = oracle_->device_waits();
     bool oom = false;
     on(s.thread, [&] {
@@ -635,7 +637,8 @@ class sequence {
       if (!pools_[slot].handle) continue;
       std::size_t expect = 0;
       for (auto& b : blocks_)
-        if (b.pool_identity == pools_[slot].handle->state().get()) expect += b.block_bytes;
+        if (b.pool_identity == streampool::detail::access::state(*pools_[slot].handle).get())
+          expect += b.block_bytes;
       const std::size_t live = pools_[slot].handle->statistics().live_bytes;
       if (live != expect) {
         throw failure("statistics: pool" + std::to_string(slot) + " reports " +
