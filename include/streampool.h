@@ -15,6 +15,8 @@
  *     values involved (sizes, limit, live and cached bytes, pointers, ids). It stays valid until
  *     the next failing call on that thread.
  *   - No C++ exception ever crosses this boundary.
+ *   - Every struct starts with struct_size; initialise it with its *_init function (see
+ *     "versioned structs" below for older and newer callers).
  *   - Every handle is created by one *_create call (or sp_device_default_pool / sp_stream_wrap)
  *     and released by exactly one *_destroy call. Handles are thread-safe: any thread may use
  *     them, but destroying a handle while another thread still uses it is the caller's bug.
