@@ -322,6 +322,8 @@ void expect_moved_from_pool(sp::pool& p, sp::stream& s, void* x) {
   EXPECT_LOGIC_ERROR(p.remove_reclaim_hook(1), pool_moved);
   EXPECT_LOGIC_ERROR((void)p.statistics(), pool_moved);
   EXPECT_LOGIC_ERROR((void)p.get_device(), pool_moved);
+  EXPECT_LOGIC_ERROR((void)p.id(), pool_moved);
+  EXPECT_LOGIC_ERROR((void)p.device_id(), pool_moved);
   EXPECT_LOGIC_ERROR(sp::array<float>(4, p), pool_moved);
   // A copy of a moved-from pool handle is just as empty.
   sp::pool copy = p;
