@@ -28,9 +28,7 @@ struct host_marker {
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t queue = 0;
-  std::uint64_t clock = 0;  // the queue's clock when it completed (checking mode)
-  vector_clock vc;          // the queue's vector clock when it completed (checking mode)
+  vector_clock vc;  // the queue's vector clock when it completed (checking mode)
 
   void complete() {
     {
@@ -242,9 +240,7 @@ class host_backend final : public backend {
     return new marker_ptr(std::move(m));
   }
 
-  void complete_marker(host_queue& q, host_marker& m) const {
-    m.queue = q.index;
-    m.clock = q.vc[q.index];
+  void complete_marker(const host_queue& q, host_marker& m) const {
     if (options_.checking) m.vc = q.vc;
     m.complete();
   }
@@ -372,14 +368,18 @@ class host_backend final : public backend {
 }  // namespace
 
 std::shared_ptr<backend> make_host_backend(host_options o) {
+  // The pool's rule (min_pool_granularity, backend.hpp): a host backend exists to run pools, so
+  // a granularity that every pool would refuse is refused here, where it is chosen.
+  STREAMPOOL_EXPECTS(
+      o.granularity >= min_pool_granularity && (o.granularity & (o.granularity - 1)) == 0,
+      detail::format("host backend: granularity %zu must be a power of two >= %zu "
+                     "(the smallest a pool accepts)",
+                     o.granularity, min_pool_granularity));
   STREAMPOOL_EXPECTS(o.vm_granularity == 0 || (o.vm_granularity % o.granularity == 0 &&
                                                (o.vm_granularity & (o.vm_granularity - 1)) == 0),
                      detail::format("host backend: vm_granularity %zu must be a power of two "
                                     "multiple of the granularity %zu",
                                     o.vm_granularity, o.granularity));
-  STREAMPOOL_EXPECTS(
-      o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
-      detail::format("host backend: granularity %zu must be a power of two >= 256", o.granularity));
   return std::make_shared<host_backend>(o);
 }
 
