@@ -173,8 +173,8 @@ class cuda_backend final : public backend {
       : backend("cuda",
                 backend_caps{/*device_wait=*/true, /*host_accessible=*/false, default_granularity,
                              total, virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
-        granularity(default_granularity),
-        granule(vm_granularity),
+        granularity_(default_granularity),
+        granule_(vm_granularity),
         d_(d),
         ordinal_(ordinal),
         dev_(dev),
@@ -201,15 +201,15 @@ class cuda_backend final : public backend {
     if (r == cu::error_out_of_memory) return nullptr;
     check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes, ordinal_);
     // NOLINTNEXTLINE(performance-no-int-to-ptr): a CUdeviceptr is an address held as an integer
-    if (p % granularity == 0) return reinterpret_cast<void*>(p);
+    if (p % granularity_ == 0) return reinterpret_cast<void*>(p);
     // cuMemAlloc promises only 256-byte alignment; for sizes that are multiples of 2 MiB the
     // driver hands out 2 MiB-aligned ranges in practice. Should it not, over-allocate by one
     // granule and remember the real base (rare; the map is only consulted when non-empty).
     (void)d_.mem_free(p);
-    r = d_.mem_alloc(&p, bytes + granularity);
+    r = d_.mem_alloc(&p, bytes + granularity_);
     if (r == cu::error_out_of_memory) return nullptr;
-    check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes + granularity, ordinal_);
-    const cu::deviceptr aligned = (p + granularity - 1) / granularity * granularity;
+    check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes + granularity_, ordinal_);
+    const cu::deviceptr aligned = (p + granularity_ - 1) / granularity_ * granularity_;
     try {
       std::lock_guard<std::mutex> lk(unaligned_mu_);
       unaligned_.emplace(aligned, p);
@@ -240,7 +240,7 @@ class cuda_backend final : public backend {
   void* do_reserve(std::size_t bytes) override {
     context_scope cs(d_, ctx_);
     cu::deviceptr p = 0;
-    const cu::result r = d_.mem_address_reserve(&p, bytes, granule, 0, 0);
+    const cu::result r = d_.mem_address_reserve(&p, bytes, granule_, 0, 0);
     if (r == cu::error_out_of_memory) return nullptr;
     check(d_, r, "cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_);
     return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
@@ -256,9 +256,9 @@ class cuda_backend final : public backend {
     context_scope cs(d_, ctx_);
     const cu::mem_allocation_prop prop = device_memory(dev_);
     cu::mem_handle h = 0;
-    const cu::result r = d_.mem_create(&h, granule, &prop, 0);
+    const cu::result r = d_.mem_create(&h, granule_, &prop, 0);
     if (r == cu::error_out_of_memory) return nullptr;
-    check(d_, r, "cuMemCreate(%zu bytes) on device %d", granule, ordinal_);
+    check(d_, r, "cuMemCreate(%zu bytes) on device %d", granule_, ordinal_);
     return reinterpret_cast<native_physical>(h);  // NOLINT(performance-no-int-to-ptr)
   }
 
@@ -274,7 +274,7 @@ class cuda_backend final : public backend {
     cu::result r = cu::success;
     const char* what = "cuMemMap";
     for (; mapped < handles.size(); ++mapped) {
-      r = d_.mem_map(base + mapped * granule, granule, 0,
+      r = d_.mem_map(base + mapped * granule_, granule_, 0,
                      reinterpret_cast<cu::mem_handle>(handles[mapped]), 0);
       if (r != cu::success) break;
     }
@@ -283,11 +283,11 @@ class cuda_backend final : public backend {
       const cu::mem_access_desc access{{cu::mem_location_type_device, dev_},
                                        cu::mem_access_read_write};
       what = "cuMemSetAccess";
-      r = d_.mem_set_access(base, handles.size() * granule, &access, 1);
+      r = d_.mem_set_access(base, handles.size() * granule_, &access, 1);
     }
     if (r != cu::success) {
       // Nothing stays mapped after a failure (the contract), out of memory or not.
-      for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule, granule);
+      for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule_, granule_);
       if (r == cu::error_out_of_memory) return false;
     }
     check(d_, r, "%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_);
@@ -298,8 +298,8 @@ class cuda_backend final : public backend {
     context_scope cs(d_, ctx_);
     const auto base = reinterpret_cast<cu::deviceptr>(p);
     // One call per granule: cuMemUnmap takes whole mappings, and each granule is its own.
-    for (std::size_t off = 0; off < bytes; off += granule)
-      report_teardown_error(d_, d_.mem_unmap(base + off, granule), "cuMemUnmap");
+    for (std::size_t off = 0; off < bytes; off += granule_)
+      report_teardown_error(d_, d_.mem_unmap(base + off, granule_), "cuMemUnmap");
   }
 
   native_queue do_create_queue() override {
@@ -480,8 +480,8 @@ class cuda_backend final : public backend {
     return e;
   }
 
-  const std::size_t granularity;  // caps().granularity: cuMemAlloc sizes and alignment
-  const std::size_t granule;      // caps().vm_granularity: one physical handle, one mapping
+  const std::size_t granularity_;  // caps().granularity: cuMemAlloc sizes and alignment
+  const std::size_t granule_;      // caps().vm_granularity: one physical handle, one mapping
   const cu::driver& d_;
   const int ordinal_;
   const cu::device dev_;
