@@ -31,8 +31,15 @@
 //                              waiting for it. Host memory named by cmd (an upload's source) may be
 //                              reused by the caller as soon as submit returns: the backend stages
 //                              or synchronises. May be called concurrently for different queues and
-//                              for the same queue.
-//   record(q)                  returns a new marker after everything already in q.
+//                              for the same queue. cmd is well formed:
+//                                copy    dst and src non-null unless bytes == 0 (a no-op);
+//                                fill    element_size 1, 2, 4 or 8; dst non-null unless count == 0;
+//                                        count * element_size does not overflow;
+//                                kernel  a known kind and dtype, an op valid for the kind
+//                                        (valid_for in kernel.hpp); in0, out and (map_binary) in1
+//                                        non-null unless n == 0, out non-null for reduce even
+//                                        then; n * size_of(type) does not overflow.
+//   record(q)                  returns a new marker after everything already in q; never nullptr.
 //   query(m)                   true once m is complete. Never blocks. Thread-safe.
 //   wait_host(m)               blocks the calling thread until m is complete.
 //   wait_device(q, m)          makes work submitted to q after this call wait until m is complete,
@@ -40,24 +47,40 @@
 //                              been destroyed. A backend without device-side waits sets
 //                              caps().device_wait = false and implements this as wait_host(m).
 //   release_marker(m)          m is never used again. Called at most once per marker.
+// Queues and markers passed in are never nullptr.
 //
 // Virtual memory, only where caps().virtual_memory (the pool's large blocks use it; without it
 // they live in whole upstream allocations). Sizes and addresses are multiples of
 // caps().vm_granularity, the granule; one physical handle is exactly one granule.
 //   reserve(bytes)             returns a range of `bytes` with no memory behind it, aligned to the
-//                              granularity; nullptr when the address space is refused.
+//                              granule; nullptr when the address space is refused.
 //   unreserve(p, bytes)        p came from reserve(bytes) and nothing in it is mapped any more.
 //   create_physical()          one granule of device memory; nullptr when the device is out of
 //                              memory (never throws for OOM).
 //   release_physical(h)        h is not mapped anywhere.
-//   map(p, handles)            maps handles[i] at p + i * granularity, read-write for the device;
-//                              [p, p + n * granularity) lies in a reserved range and is unmapped.
-//                              false when the device is out of memory (nothing stays mapped).
+//   map(p, handles)            maps handles[i] at p + i * granule, read-write for the device;
+//                              [p, p + n * granule) lies in a reserved range and is unmapped;
+//                              n > 0 and no handle is nullptr. false when the device is out of
+//                              memory (nothing stays mapped).
 //   unmap(p, bytes)            [p, p + bytes) is mapped, and no queued work still uses it. The
 //                              handles stay valid and may be mapped again elsewhere.
 //
-// Backends do not throw from deallocate, destroy_queue, release_marker, unreserve,
-// release_physical or unmap (they run in destructors and finalisers).
+// Who checks: the public functions below are the only way in (the virtuals are private). Before a
+// backend sees a call they check what the arguments show of the preconditions above: sizes,
+// alignment, null queues, markers and handles, the virtual-memory capability, and that a command
+// is well formed (src/core/backend.cpp). A backend therefore implements only well-formed calls.
+// What the arguments cannot show (p came from allocate, no queued work still uses it) stays the
+// caller's promise. A refused call throws logic_error naming the backend and the values.
+// Postconditions that are cheap to see (create_queue and record never return nullptr) are checked
+// on the way out, also as logic_error: a backend that breaks them is broken, and the caller must
+// not get a null handle.
+//
+// deallocate, destroy_queue, release_marker, unreserve, release_physical and unmap are noexcept:
+// they run in destructors and finalisers, where a throw would terminate anyway. Their checks are
+// assertions at the level of STREAMPOOL_ASSERT (error.hpp): a broken precondition aborts with a
+// message naming the backend and the values, instead of handing a null or misaligned handle to
+// the driver; with STREAMPOOL_DEBUG_LEVEL=0 they are compiled out. Backends do not throw from
+// these six either.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +90,7 @@
 #include <string>
 
 #include "streampool/error.hpp"
+#include "streampool/export.hpp"
 #include "streampool/kernel.hpp"
 
 namespace streampool {
@@ -75,6 +99,11 @@ namespace streampool {
 using native_queue = void*;
 using native_marker = void*;
 using native_physical = void*;
+
+/// The smallest caps().granularity that a pool accepts; the granularity must also be a power of
+/// two. (The pool finds a pointer's segment in a page map of pages of this size, so a segment
+/// must cover whole pages.)
+inline constexpr std::size_t min_pool_granularity = std::size_t{64} << 10;
 
 /// What a backend can do; read by the pool and the array layer instead of #ifdefs.
 struct backend_caps {
@@ -136,10 +165,13 @@ struct command {
 };
 
 /// The backend contract. Public non-virtual functions check their arguments, then call the
-/// private virtuals (NVI), so every backend gets the same checks and messages.
+/// private virtuals (NVI), so every backend gets the same checks and messages (see "Who checks"
+/// above; the bodies are in src/core/backend.cpp).
 class STREAMPOOL_EXPORT backend {
  public:
-  backend(std::string name, backend_caps caps) : name_(std::move(name)), caps_(caps) {}
+  /// @throws logic_error when caps().granularity is not a power of two, or (with virtual
+  ///         memory) caps().vm_granularity is not a power of two multiple of it.
+  backend(std::string name, backend_caps caps);
   backend(const backend&) = delete;
   backend& operator=(const backend&) = delete;
   virtual ~backend() = default;
@@ -148,23 +180,23 @@ class STREAMPOOL_EXPORT backend {
   [[nodiscard]] const backend_caps& caps() const noexcept { return caps_; }
 
   [[nodiscard]] void* allocate(std::size_t bytes);
-  void deallocate(void* p, std::size_t bytes) noexcept { do_deallocate(p, bytes); }
-  [[nodiscard]] native_queue create_queue() { return do_create_queue(); }
-  void destroy_queue(native_queue q) noexcept { do_destroy_queue(q); }
-  void submit(native_queue q, const command& c) { do_submit(q, c); }
-  [[nodiscard]] native_marker record(native_queue q) { return do_record(q); }
-  [[nodiscard]] bool query(native_marker m) { return do_query(m); }
-  void wait_host(native_marker m) { do_wait_host(m); }
-  void wait_device(native_queue q, native_marker m) { do_wait_device(q, m); }
-  void release_marker(native_marker m) noexcept { do_release_marker(m); }
+  void deallocate(void* p, std::size_t bytes) noexcept;
+  [[nodiscard]] native_queue create_queue();
+  void destroy_queue(native_queue q) noexcept;
+  void submit(native_queue q, const command& c);
+  [[nodiscard]] native_marker record(native_queue q);
+  [[nodiscard]] bool query(native_marker m);
+  void wait_host(native_marker m);
+  void wait_device(native_queue q, native_marker m);
+  void release_marker(native_marker m) noexcept;
 
-  // Virtual memory (caps().virtual_memory only; the wrappers check sizes and alignment).
+  // Virtual memory (caps().virtual_memory only).
   [[nodiscard]] void* reserve(std::size_t bytes);
-  void unreserve(void* p, std::size_t bytes) noexcept { do_unreserve(p, bytes); }
+  void unreserve(void* p, std::size_t bytes) noexcept;
   [[nodiscard]] native_physical create_physical();
-  void release_physical(native_physical h) noexcept { do_release_physical(h); }
+  void release_physical(native_physical h) noexcept;
   [[nodiscard]] bool map(void* p, std::span<const native_physical> handles);
-  void unmap(void* p, std::size_t bytes) noexcept { do_unmap(p, bytes); }
+  void unmap(void* p, std::size_t bytes) noexcept;
 
  private:
   virtual void* do_allocate(std::size_t bytes) = 0;

@@ -6,17 +6,28 @@
 //   out_of_memory   the upstream or the pool's memory limit refused, even after trimming the cache
 //                   and running every reclaim hook. Carries the numbers.
 //   backend_error   a GPU runtime (or the host backend) reported a failure; carries the backend's
-//                   name and its native error code.
+//                   name, its native error code and a kind, so that callers (the C ABI) decide
+//                   by the kind, never by the wording of the message:
+//     unavailable   the runtime cannot be loaded or initialised (no driver, cuInit failed): the
+//                   backend does not exist on this machine. The C ABI says NOT_AVAILABLE.
+//     no_device     the runtime works but has no device of the requested ordinal. NOT_AVAILABLE.
+//     runtime       a call into a working runtime failed (the native code says which); anything
+//                   the program may not simply skip. The C ABI says BACKEND_ERROR.
 //
-// Raise them with STREAMPOOL_EXPECTS / STREAMPOOL_FAIL, which add file:line.
+// Raise them with STREAMPOOL_EXPECTS / STREAMPOOL_FAIL, which add file:line. The file is named
+// from the source tree's root (src/core/pool.cpp, include/streampool/array.hpp), never by the
+// absolute path the compiler saw: the macros also expand in users' translation units (inline
+// code in the public headers), and a message must not carry the build machine's directories.
 #pragma once
 
+#include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <stdexcept>
 #include <string>
 
-#define STREAMPOOL_EXPORT __attribute__((visibility("default")))
+#include "streampool/export.hpp"
 
 namespace streampool {
 
@@ -48,26 +59,44 @@ class STREAMPOOL_EXPORT out_of_memory : public std::bad_alloc {
   std::size_t requested_, limit_, live_, cached_;
 };
 
-/// A backend (GPU runtime) call failed.
+/// What kind of failure a backend_error is (see the glossary above).
+enum class backend_error_kind : std::uint8_t { unavailable, no_device, runtime };
+
+/// A backend (GPU runtime) is missing, has no such device, or one of its calls failed.
 class STREAMPOOL_EXPORT backend_error : public std::runtime_error {
  public:
+  backend_error(backend_error_kind kind, const std::string& message, std::string backend,
+                long native_code)
+      : std::runtime_error(message),
+        backend_(std::move(backend)),
+        native_code_(native_code),
+        kind_(kind) {}
+  /// A failed runtime call (kind runtime): the form from before kinds existed, kept so that
+  /// existing callers compile unchanged.
   backend_error(const std::string& message, std::string backend, long native_code)
-      : std::runtime_error(message), backend_(std::move(backend)), native_code_(native_code) {}
+      : backend_error(backend_error_kind::runtime, message, std::move(backend), native_code) {}
+  [[nodiscard]] backend_error_kind kind() const noexcept { return kind_; }
   [[nodiscard]] const std::string& backend() const noexcept { return backend_; }
   [[nodiscard]] long native_code() const noexcept { return native_code_; }
 
  private:
   std::string backend_;
   long native_code_;
+  backend_error_kind kind_;
 };
 
 namespace detail {
+/// Throws logic_error "streampool: <message> (<file>:<line>)", `file` (a __FILE__) named from the
+/// source tree's root (see the header comment).
 [[noreturn]] STREAMPOOL_EXPORT void throw_logic_error(const char* file, int line,
                                                       const std::string& message);
 /// Formats a pointer the same way everywhere in messages.
 STREAMPOOL_EXPORT std::string format_ptr(const void* p);
 /// printf-style formatting into a std::string, for messages that carry numbers.
 [[gnu::format(printf, 1, 2)]] STREAMPOOL_EXPORT std::string format(const char* fmt, ...);
+/// format() for a va_list, for functions that take printf-style arguments themselves.
+[[gnu::format(printf, 1, 0)]] STREAMPOOL_EXPORT std::string vformat(const char* fmt,
+                                                                    std::va_list args);
 }  // namespace detail
 
 }  // namespace streampool
@@ -90,9 +119,11 @@ STREAMPOOL_EXPORT std::string format_ptr(const void* p);
 #define STREAMPOOL_DEBUG_LEVEL 1
 #endif
 namespace streampool::detail {
+/// Prints "streampool: internal assertion failed: <expr> (<file>:<line>)" on stderr, `file` named
+/// as in throw_logic_error, and aborts.
 [[noreturn]] STREAMPOOL_EXPORT void assert_fail(const char* expr, const char* file,
                                                 int line) noexcept;
-}
+}  // namespace streampool::detail
 #define STREAMPOOL_ASSERT_IMPL(expr) \
   ((expr) ? (void)0 : ::streampool::detail::assert_fail(#expr, __FILE__, __LINE__))
 #if STREAMPOOL_DEBUG_LEVEL >= 1

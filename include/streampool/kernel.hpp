@@ -9,6 +9,8 @@
 //   op      the arithmetic: for map_unary it is applied as out[i] = op(in0[i], a), for map_binary
 //           as out[i] = op(in0[i], in1[i]), for axpy out[i] = a*in0[i] + in1[i]; reduce and scans
 //           fold with add, mul, min or max.
+//   valid   the ops each kernel kind defines (valid_for below). backend::submit refuses any
+//           other combination, so no backend ever sees one.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +57,104 @@ union scalar {
   std::uint32_t u32;
   std::uint64_t bits;
 };
+
+/// Names for messages ("unknown" for a value outside the enum, e.g. from the C ABI).
+[[nodiscard]] constexpr const char* dtype_name(dtype t) noexcept {
+  switch (t) {
+    case dtype::f32:
+      return "f32";
+    case dtype::f64:
+      return "f64";
+    case dtype::i32:
+      return "i32";
+    case dtype::i64:
+      return "i64";
+    case dtype::u32:
+      return "u32";
+    case dtype::u64:
+      return "u64";
+  }
+  return "unknown";
+}
+[[nodiscard]] constexpr const char* op_name(op fn) noexcept {
+  switch (fn) {
+    case op::identity:
+      return "identity";
+    case op::negate:
+      return "negate";
+    case op::abs:
+      return "abs";
+    case op::sqrt:
+      return "sqrt";
+    case op::square:
+      return "square";
+    case op::add:
+      return "add";
+    case op::sub:
+      return "sub";
+    case op::mul:
+      return "mul";
+    case op::div:
+      return "div";
+    case op::min:
+      return "min";
+    case op::max:
+      return "max";
+    case op::axpy:
+      return "axpy";
+  }
+  return "unknown";
+}
+[[nodiscard]] constexpr const char* kind_name(kernel_kind kind) noexcept {
+  switch (kind) {
+    case kernel_kind::map_unary:
+      return "map_unary";
+    case kernel_kind::map_binary:
+      return "map_binary";
+    case kernel_kind::reduce:
+      return "reduce";
+    case kernel_kind::inclusive_scan:
+      return "inclusive_scan";
+    case kernel_kind::exclusive_scan:
+      return "exclusive_scan";
+  }
+  return "unknown";
+}
+
+/// The ops of one operand: map_unary without a scalar.
+[[nodiscard]] constexpr bool is_unary(op fn) noexcept {
+  return fn == op::identity || fn == op::negate || fn == op::abs || fn == op::sqrt ||
+         fn == op::square;
+}
+
+/// The ops of two operands: map_binary, and map_unary with the scalar as the second operand.
+/// axpy is not one of them: it takes three (a, x, y) and exists only as map_binary.
+[[nodiscard]] constexpr bool is_binary(op fn) noexcept {
+  return fn == op::add || fn == op::sub || fn == op::mul || fn == op::div || fn == op::min ||
+         fn == op::max;
+}
+
+/// The ops with an identity element (what reduce of nothing gives): reduce and the scans.
+[[nodiscard]] constexpr bool is_fold(op fn) noexcept {
+  return fn == op::add || fn == op::mul || fn == op::min || fn == op::max;
+}
+
+/// Whether kernel kind `kind` defines op `fn`. `has_scalar` matters only to map_unary, where it
+/// says that the op takes the scalar as its second operand (so the op must be binary). Values
+/// outside the enums are never valid.
+[[nodiscard]] constexpr bool valid_for(kernel_kind kind, op fn, bool has_scalar) noexcept {
+  switch (kind) {
+    case kernel_kind::map_unary:
+      return has_scalar ? is_binary(fn) : is_unary(fn);
+    case kernel_kind::map_binary:
+      return is_binary(fn) || fn == op::axpy;
+    case kernel_kind::reduce:
+    case kernel_kind::inclusive_scan:
+    case kernel_kind::exclusive_scan:
+      return is_fold(fn);
+  }
+  return false;
+}
 
 struct kernel_command {
   kernel_kind kind;

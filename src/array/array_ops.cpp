@@ -15,30 +15,25 @@ void check_sizes(std::size_t a, std::size_t b, const char* what) {
   STREAMPOOL_EXPECTS(a == b, format("%s differ: %zu vs %zu", what, a, b));
 }
 
+// The array layer's own check, in the user's terms (which function, which op): it runs before
+// run_kernel skips empty arrays, so a bad op is refused whatever the size. The rule itself is
+// kernel.hpp's valid_for, the one backend::submit applies again to every command.
 void check_kernel(const kernel_command& k) {
-  const auto fn = static_cast<int>(k.fn);
-  const bool unary = k.fn == op::identity || k.fn == op::negate || k.fn == op::abs ||
-                     k.fn == op::sqrt || k.fn == op::square;
-  const bool binary = k.fn == op::add || k.fn == op::sub || k.fn == op::mul || k.fn == op::div ||
-                      k.fn == op::min || k.fn == op::max;
-  const bool fold = k.fn == op::add || k.fn == op::mul || k.fn == op::min || k.fn == op::max;
+  if (valid_for(k.kind, k.fn, k.has_scalar)) return;
   switch (k.kind) {
     case kernel_kind::map_unary:
-      STREAMPOOL_EXPECTS(
-          k.has_scalar ? binary : unary,
-          format("map: op %d %s a scalar operand", fn, k.has_scalar ? "does not take" : "needs"));
-      return;
+      STREAMPOOL_FAIL(format("map: op %s (%d) %s a scalar operand", op_name(k.fn),
+                             static_cast<int>(k.fn), k.has_scalar ? "does not take" : "needs"));
     case kernel_kind::map_binary:
-      STREAMPOOL_EXPECTS(binary || k.fn == op::axpy,
-                         format("map: op %d is not a binary operation", fn));
-      return;
+      STREAMPOOL_FAIL(format("map: op %s (%d) is not a binary operation", op_name(k.fn),
+                             static_cast<int>(k.fn)));
     case kernel_kind::reduce:
     case kernel_kind::inclusive_scan:
     case kernel_kind::exclusive_scan:
-      STREAMPOOL_EXPECTS(fold,
-                         format("reduce/scan: op %d cannot fold (use add, mul, min, max)", fn));
-      return;
+      STREAMPOOL_FAIL(format("reduce/scan: op %s (%d) cannot fold (use add, mul, min, max)",
+                             op_name(k.fn), static_cast<int>(k.fn)));
   }
+  STREAMPOOL_FAIL(format("kernel kind %d is not one of kernel.hpp's", static_cast<int>(k.kind)));
 }
 
 void run_on(stream_ref s, const command& c, std::span<buffer* const> reads,

@@ -1,5 +1,4 @@
 // streampool C ABI: status codes, the thread-local last error, the version.
-#include <cstring>
 #include <exception>
 #include <new>
 
@@ -37,10 +36,14 @@ sp_status_t translate_current_exception() noexcept {
   } catch (const backend_error& e) {
     set_last_error(e.what());
     // A runtime that cannot be loaded or a device that does not exist is "not available", so
-    // callers can skip instead of fail (cuda.hpp spells both this way).
-    const char* w = e.what();
-    if (std::strstr(w, "not available") != nullptr || std::strstr(w, "no device") != nullptr)
-      return STREAMPOOL_STATUS_NOT_AVAILABLE;
+    // callers can skip instead of fail; the kind says which (error.hpp), never the wording.
+    switch (e.kind()) {
+      case backend_error_kind::unavailable:
+      case backend_error_kind::no_device:
+        return STREAMPOOL_STATUS_NOT_AVAILABLE;
+      case backend_error_kind::runtime:
+        return STREAMPOOL_STATUS_BACKEND_ERROR;
+    }
     return STREAMPOOL_STATUS_BACKEND_ERROR;
   } catch (const std::bad_alloc&) {
     set_last_error("streampool: out of host memory");

@@ -1,33 +1,210 @@
 // streampool: the backend contract's checks (include/streampool/backend.hpp). Every backend gets
-// the same argument checks and messages here, once, before its virtual is called.
+// the same argument checks and messages here, once, before its virtual is called; backends
+// implement only well-formed calls.
 #include "streampool/backend.hpp"
 
 #include <cstdint>
+#include <limits>
+
+#include "core/page_map.hpp"
+
+// The noexcept wrappers cannot throw, so their checks abort instead, at the level of
+// STREAMPOOL_ASSERT, but with a message naming the backend and the values (`message` is only
+// evaluated when `cond` fails).
+#if STREAMPOOL_DEBUG_LEVEL >= 1
+#define STREAMPOOL_BACKEND_ASSERT(cond, message) \
+  ((cond) ? (void)0 : ::streampool::detail::assert_fail((message).c_str(), __FILE__, __LINE__))
+#else
+#define STREAMPOOL_BACKEND_ASSERT(cond, message) ((void)0)
+#endif
 
 namespace streampool {
 namespace {
 
+static_assert(min_pool_granularity == detail::page_map::page_size,
+              "backend.hpp's min_pool_granularity is the pool's page size");
+
 bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
+bool power_of_two(std::size_t n) { return n != 0 && (n & (n - 1)) == 0; }
+bool positive_multiple(std::size_t n, std::size_t unit) { return n > 0 && n % unit == 0; }
+/// n elements of `size` bytes fit in a size_t.
+bool fits(std::size_t n, std::size_t size) {
+  return n <= std::numeric_limits<std::size_t>::max() / size;
+}
+
+bool known(command_kind k) { return static_cast<unsigned>(k) <= unsigned(command_kind::kernel); }
+bool known(kernel_kind k) {
+  return static_cast<unsigned>(k) <= unsigned(kernel_kind::exclusive_scan);
+}
+bool known(dtype t) { return static_cast<unsigned>(t) <= unsigned(dtype::u64); }
+
+void check_copy(const std::string& name, const copy_command& c) {
+  STREAMPOOL_EXPECTS(c.bytes == 0 || (c.dst != nullptr && c.src != nullptr),
+                     detail::format("%s: submit: copy of %zu bytes from %s to %s: a null address",
+                                    name.c_str(), c.bytes, detail::format_ptr(c.src).c_str(),
+                                    detail::format_ptr(c.dst).c_str()));
+}
+
+void check_fill(const std::string& name, const fill_command& f) {
+  const std::size_t e = f.element_size;
+  STREAMPOOL_EXPECTS(
+      e == 1 || e == 2 || e == 4 || e == 8,
+      detail::format("%s: submit: fill element size %zu is not 1, 2, 4 or 8", name.c_str(), e));
+  STREAMPOOL_EXPECTS(fits(f.count, e),  // e is not 0 here
+                     detail::format("%s: submit: fill of %zu elements of %zu bytes overflows",
+                                    name.c_str(), f.count, e));
+  STREAMPOOL_EXPECTS(f.count == 0 || f.dst != nullptr,
+                     detail::format("%s: submit: fill of %zu elements of %zu bytes at a null "
+                                    "address",
+                                    name.c_str(), f.count, e));
+}
+
+void check_kernel(const std::string& name, const kernel_command& k) {
+  STREAMPOOL_EXPECTS(known(k.kind), detail::format("%s: submit: kernel kind %u is not one of "
+                                                   "kernel.hpp's",
+                                                   name.c_str(), unsigned(k.kind)));
+  STREAMPOOL_EXPECTS(known(k.type),
+                     detail::format("%s: submit: %s kernel: dtype %u is not one of kernel.hpp's",
+                                    name.c_str(), kind_name(k.kind), unsigned(k.type)));
+  // has_scalar matters only to map_unary (kernel.hpp): say which form was refused.
+  const char* form = k.kind != kernel_kind::map_unary ? ""
+                     : k.has_scalar                   ? " with a scalar operand"
+                                                      : " without a scalar operand";
+  STREAMPOOL_EXPECTS(
+      valid_for(k.kind, k.fn, k.has_scalar),
+      detail::format("%s: submit: %s kernel does not define op %s (%u)%s", name.c_str(),
+                     kind_name(k.kind), op_name(k.fn), unsigned(k.fn), form));
+  STREAMPOOL_EXPECTS(fits(k.n, size_of(k.type)),
+                     detail::format("%s: submit: %s kernel of %zu %s elements overflows",
+                                    name.c_str(), kind_name(k.kind), k.n, dtype_name(k.type)));
+  // An empty input has no memory (null in an empty array); a reduction of it still writes out.
+  const bool binary = k.kind == kernel_kind::map_binary;
+  const bool writes = k.n > 0 || k.kind == kernel_kind::reduce;
+  STREAMPOOL_EXPECTS(
+      (k.n == 0 || (k.in0 != nullptr && (!binary || k.in1 != nullptr))) &&
+          (!writes || k.out != nullptr),
+      detail::format("%s: submit: %s kernel (op %s) of %zu elements with a null "
+                     "operand: in0 %s, in1 %s, out %s",
+                     name.c_str(), kind_name(k.kind), op_name(k.fn), k.n,
+                     detail::format_ptr(k.in0).c_str(), detail::format_ptr(k.in1).c_str(),
+                     detail::format_ptr(k.out).c_str()));
+}
 
 }  // namespace
 
+backend::backend(std::string name, backend_caps caps) : name_(std::move(name)), caps_(caps) {
+  STREAMPOOL_EXPECTS(power_of_two(caps_.granularity),
+                     detail::format("backend '%s': granularity %zu is not a power of two",
+                                    name_.c_str(), caps_.granularity));
+  STREAMPOOL_EXPECTS(!caps_.virtual_memory || (power_of_two(caps_.vm_granularity) &&
+                                               caps_.vm_granularity % caps_.granularity == 0),
+                     detail::format("backend '%s': virtual memory granule %zu is not a power of "
+                                    "two multiple of the granularity %zu",
+                                    name_.c_str(), caps_.vm_granularity, caps_.granularity));
+}
+
 void* backend::allocate(std::size_t bytes) {
-  STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.granularity == 0,
+  STREAMPOOL_EXPECTS(positive_multiple(bytes, caps_.granularity),
                      detail::format("%s: upstream allocation of %zu bytes is not a positive "
                                     "multiple of the granularity %zu",
                                     name_.c_str(), bytes, caps_.granularity));
   return do_allocate(bytes);
 }
 
+void backend::deallocate(void* p, std::size_t bytes) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      p != nullptr && aligned(p, caps_.granularity) && positive_multiple(bytes, caps_.granularity),
+      detail::format("%s: deallocate of %zu bytes at %s: needs a non-null address and a size "
+                     "that are multiples of the granularity %zu",
+                     name_.c_str(), bytes, detail::format_ptr(p).c_str(), caps_.granularity));
+  do_deallocate(p, bytes);
+}
+
+native_queue backend::create_queue() {
+  native_queue q = do_create_queue();
+  STREAMPOOL_EXPECTS(q != nullptr,
+                     detail::format("%s: create_queue returned a null queue", name_.c_str()));
+  return q;
+}
+
+void backend::destroy_queue(native_queue q) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(q != nullptr,
+                            detail::format("%s: destroy_queue of a null queue", name_.c_str()));
+  do_destroy_queue(q);
+}
+
+void backend::submit(native_queue q, const command& c) {
+  STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: submit to a null queue", name_.c_str()));
+  STREAMPOOL_EXPECTS(known(c.kind),
+                     detail::format("%s: submit: command kind %u is not copy, fill or kernel",
+                                    name_.c_str(), unsigned(c.kind)));
+  switch (c.kind) {
+    case command_kind::copy:
+      check_copy(name_, c.copy);
+      break;
+    case command_kind::fill:
+      check_fill(name_, c.fill);
+      break;
+    case command_kind::kernel:
+      check_kernel(name_, c.kernel);
+      break;
+  }
+  do_submit(q, c);
+}
+
+native_marker backend::record(native_queue q) {
+  STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: record on a null queue", name_.c_str()));
+  native_marker m = do_record(q);
+  STREAMPOOL_EXPECTS(m != nullptr,
+                     detail::format("%s: record returned a null marker", name_.c_str()));
+  return m;
+}
+
+bool backend::query(native_marker m) {
+  STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: query of a null marker", name_.c_str()));
+  return do_query(m);
+}
+
+void backend::wait_host(native_marker m) {
+  STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: wait_host on a null marker", name_.c_str()));
+  do_wait_host(m);
+}
+
+void backend::wait_device(native_queue q, native_marker m) {
+  STREAMPOOL_EXPECTS(
+      q != nullptr && m != nullptr,
+      detail::format("%s: wait_device of queue %s on marker %s: both must be "
+                     "non-null",
+                     name_.c_str(), detail::format_ptr(q).c_str(), detail::format_ptr(m).c_str()));
+  do_wait_device(q, m);
+}
+
+void backend::release_marker(native_marker m) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(m != nullptr,
+                            detail::format("%s: release_marker of a null marker", name_.c_str()));
+  do_release_marker(m);
+}
+
 void* backend::reserve(std::size_t bytes) {
   STREAMPOOL_EXPECTS(
       caps_.virtual_memory,
       detail::format("%s: reserve: this backend has no virtual memory", name_.c_str()));
-  STREAMPOOL_EXPECTS(bytes > 0 && bytes % caps_.vm_granularity == 0,
+  STREAMPOOL_EXPECTS(positive_multiple(bytes, caps_.vm_granularity),
                      detail::format("%s: reserve of %zu bytes is not a positive multiple of the "
                                     "granule %zu",
                                     name_.c_str(), bytes, caps_.vm_granularity));
   return do_reserve(bytes);
+}
+
+void backend::unreserve(void* p, std::size_t bytes) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      caps_.virtual_memory && p != nullptr && aligned(p, caps_.vm_granularity) &&
+          positive_multiple(bytes, caps_.vm_granularity),
+      detail::format("%s: unreserve of %zu bytes at %s: needs virtual memory (%s), a non-null "
+                     "address and a size that are multiples of the granule %zu",
+                     name_.c_str(), bytes, detail::format_ptr(p).c_str(),
+                     caps_.virtual_memory ? "yes" : "no", caps_.vm_granularity));
+  do_unreserve(p, bytes);
 }
 
 native_physical backend::create_physical() {
@@ -37,15 +214,42 @@ native_physical backend::create_physical() {
   return do_create_physical();
 }
 
+void backend::release_physical(native_physical h) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      caps_.virtual_memory && h != nullptr,
+      detail::format("%s: release_physical of handle %s: needs virtual memory (%s) and a "
+                     "non-null handle",
+                     name_.c_str(), detail::format_ptr(h).c_str(),
+                     caps_.virtual_memory ? "yes" : "no"));
+  do_release_physical(h);
+}
+
 bool backend::map(void* p, std::span<const native_physical> handles) {
   STREAMPOOL_EXPECTS(caps_.virtual_memory,
                      detail::format("%s: map: this backend has no virtual memory", name_.c_str()));
   STREAMPOOL_EXPECTS(p != nullptr && aligned(p, caps_.vm_granularity) && !handles.empty(),
                      detail::format("%s: map of %zu granules at %s: the address must be non-null "
-                                    "and aligned to the granule %zu",
+                                    "and aligned to the granule %zu, and the granules more than 0",
                                     name_.c_str(), handles.size(), detail::format_ptr(p).c_str(),
                                     caps_.vm_granularity));
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    STREAMPOOL_EXPECTS(
+        handles[i] != nullptr,
+        detail::format("%s: map of %zu granules at %s: handle %zu is null", name_.c_str(),
+                       handles.size(), detail::format_ptr(p).c_str(), i));
+  }
   return do_map(p, handles);
+}
+
+void backend::unmap(void* p, std::size_t bytes) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      caps_.virtual_memory && p != nullptr && aligned(p, caps_.vm_granularity) &&
+          positive_multiple(bytes, caps_.vm_granularity),
+      detail::format("%s: unmap of %zu bytes at %s: needs virtual memory (%s), a non-null "
+                     "address and a size that are multiples of the granule %zu",
+                     name_.c_str(), bytes, detail::format_ptr(p).c_str(),
+                     caps_.virtual_memory ? "yes" : "no", caps_.vm_granularity));
+  do_unmap(p, bytes);
 }
 
 // Never called: the wrappers above refuse before reaching them on a backend without the

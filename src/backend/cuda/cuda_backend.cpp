@@ -56,19 +56,52 @@ std::size_t size_from_env(const char* name, std::size_t fallback) {
 constexpr std::size_t staging_capacity = std::size_t{32} << 20;
 constexpr std::size_t max_idle_events = 1024;
 
-std::string printf_string(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string printf_string(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
+/// "cuda: <call> failed: <why>", `call` printf-formatted with `args`: the message of every failed
+/// CUDA call.
+std::string failure(const char* call, std::va_list args, const std::string& why) {
+  return "cuda: " + detail::vformat(call, args) + " failed: " + why;
 }
 
-[[noreturn]] void throw_cuda(const cu::driver& d, cu::result r, const std::string& what) {
-  throw backend_error("cuda: " + what + " failed: " + d.describe(r), "cuda", r);
+/// The check of every driver call: throws backend_error (kind runtime, the CUresult as native
+/// code) naming the call and its values when `r` is not success; `call` is printf-formatted only
+/// then. Results that are not errors (out of memory where the contract returns nullptr or false,
+/// not ready) are handled by the caller before it.
+[[gnu::format(printf, 3, 4)]] void check(const cu::driver& d, cu::result r, const char* call, ...) {
+  if (r == cu::success) [[likely]]
+    return;
+  std::va_list args;
+  va_start(args, call);
+  std::string message;
+  try {
+    message = failure(call, args, d.describe(r));
+  } catch (...) {  // no memory for the message; va_end must still run in this function
+    va_end(args);
+    throw;
+  }
+  va_end(args);
+  throw backend_error(backend_error_kind::runtime, message, "cuda", r);
 }
+
+#if STREAMPOOL_CUDA_KERNELS_ENABLED
+/// check() for the kernels, whose results are cudaError_t values of the runtime (kernels.hpp).
+[[gnu::format(printf, 2, 3)]] void check_launch(int e, const char* call, ...) {
+  if (e == 0) [[likely]]
+    return;
+  std::va_list args;
+  va_start(args, call);
+  std::string message;
+  try {
+    message = failure(call, args,
+                      detail::format("%s (%d): %s", detail::cuda_kernel_error_name(e), e,
+                                     detail::cuda_kernel_error_string(e)));
+  } catch (...) {
+    va_end(args);
+    throw;
+  }
+  va_end(args);
+  throw backend_error(backend_error_kind::runtime, message, "cuda", e);
+}
+#endif
 
 /// Makes `ctx` current on this thread for the scope of one backend call. The common case (it is
 /// already current) costs one cuCtxGetCurrent. A thread with no current context gets ours set
@@ -140,8 +173,8 @@ class cuda_backend final : public backend {
       : backend("cuda",
                 backend_caps{/*device_wait=*/true, /*host_accessible=*/false, default_granularity,
                              total, virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
-        granularity(default_granularity),
-        granule(vm_granularity),
+        granularity_(default_granularity),
+        granule_(vm_granularity),
         d_(d),
         ordinal_(ordinal),
         dev_(dev),
@@ -166,23 +199,17 @@ class cuda_backend final : public backend {
     cu::deviceptr p = 0;
     cu::result r = d_.mem_alloc(&p, bytes);
     if (r == cu::error_out_of_memory) return nullptr;
-    if (r != cu::success) {
-      throw_cuda(d_, r, printf_string("cuMemAlloc(%zu bytes) on device %d", bytes, ordinal_));
-    }
+    check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes, ordinal_);
     // NOLINTNEXTLINE(performance-no-int-to-ptr): a CUdeviceptr is an address held as an integer
-    if (p % granularity == 0) return reinterpret_cast<void*>(p);
+    if (p % granularity_ == 0) return reinterpret_cast<void*>(p);
     // cuMemAlloc promises only 256-byte alignment; for sizes that are multiples of 2 MiB the
     // driver hands out 2 MiB-aligned ranges in practice. Should it not, over-allocate by one
     // granule and remember the real base (rare; the map is only consulted when non-empty).
     (void)d_.mem_free(p);
-    r = d_.mem_alloc(&p, bytes + granularity);
+    r = d_.mem_alloc(&p, bytes + granularity_);
     if (r == cu::error_out_of_memory) return nullptr;
-    if (r != cu::success) {
-      throw_cuda(
-          d_, r,
-          printf_string("cuMemAlloc(%zu bytes) on device %d", bytes + granularity, ordinal_));
-    }
-    const cu::deviceptr aligned = (p + granularity - 1) / granularity * granularity;
+    check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes + granularity_, ordinal_);
+    const cu::deviceptr aligned = (p + granularity_ - 1) / granularity_ * granularity_;
     try {
       std::lock_guard<std::mutex> lk(unaligned_mu_);
       unaligned_.emplace(aligned, p);
@@ -213,12 +240,9 @@ class cuda_backend final : public backend {
   void* do_reserve(std::size_t bytes) override {
     context_scope cs(d_, ctx_);
     cu::deviceptr p = 0;
-    const cu::result r = d_.mem_address_reserve(&p, bytes, granule, 0, 0);
+    const cu::result r = d_.mem_address_reserve(&p, bytes, granule_, 0, 0);
     if (r == cu::error_out_of_memory) return nullptr;
-    if (r != cu::success) {
-      throw_cuda(d_, r,
-                 printf_string("cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_));
-    }
+    check(d_, r, "cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal_);
     return reinterpret_cast<void*>(p);  // NOLINT(performance-no-int-to-ptr)
   }
 
@@ -232,11 +256,9 @@ class cuda_backend final : public backend {
     context_scope cs(d_, ctx_);
     const cu::mem_allocation_prop prop = device_memory(dev_);
     cu::mem_handle h = 0;
-    const cu::result r = d_.mem_create(&h, granule, &prop, 0);
+    const cu::result r = d_.mem_create(&h, granule_, &prop, 0);
     if (r == cu::error_out_of_memory) return nullptr;
-    if (r != cu::success) {
-      throw_cuda(d_, r, printf_string("cuMemCreate(%zu bytes) on device %d", granule, ordinal_));
-    }
+    check(d_, r, "cuMemCreate(%zu bytes) on device %d", granule_, ordinal_);
     return reinterpret_cast<native_physical>(h);  // NOLINT(performance-no-int-to-ptr)
   }
 
@@ -252,7 +274,7 @@ class cuda_backend final : public backend {
     cu::result r = cu::success;
     const char* what = "cuMemMap";
     for (; mapped < handles.size(); ++mapped) {
-      r = d_.mem_map(base + mapped * granule, granule, 0,
+      r = d_.mem_map(base + mapped * granule_, granule_, 0,
                      reinterpret_cast<cu::mem_handle>(handles[mapped]), 0);
       if (r != cu::success) break;
     }
@@ -261,29 +283,30 @@ class cuda_backend final : public backend {
       const cu::mem_access_desc access{{cu::mem_location_type_device, dev_},
                                        cu::mem_access_read_write};
       what = "cuMemSetAccess";
-      r = d_.mem_set_access(base, handles.size() * granule, &access, 1);
-      if (r == cu::success) return true;
+      r = d_.mem_set_access(base, handles.size() * granule_, &access, 1);
     }
-    for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule, granule);
-    if (r == cu::error_out_of_memory) return false;
-    throw_cuda(
-        d_, r,
-        printf_string("%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_));
+    if (r != cu::success) {
+      // Nothing stays mapped after a failure (the contract), out of memory or not.
+      for (std::size_t i = 0; i < mapped; ++i) (void)d_.mem_unmap(base + i * granule_, granule_);
+      if (r == cu::error_out_of_memory) return false;
+    }
+    check(d_, r, "%s(%p, %zu granules) on device %d", what, p, handles.size(), ordinal_);
+    return true;
   }
 
   void do_unmap(void* p, std::size_t bytes) noexcept override {
     context_scope cs(d_, ctx_);
     const auto base = reinterpret_cast<cu::deviceptr>(p);
     // One call per granule: cuMemUnmap takes whole mappings, and each granule is its own.
-    for (std::size_t off = 0; off < bytes; off += granule)
-      report_teardown_error(d_, d_.mem_unmap(base + off, granule), "cuMemUnmap");
+    for (std::size_t off = 0; off < bytes; off += granule_)
+      report_teardown_error(d_, d_.mem_unmap(base + off, granule_), "cuMemUnmap");
   }
 
   native_queue do_create_queue() override {
     context_scope cs(d_, ctx_);
     cu::stream s = nullptr;
     const cu::result r = d_.stream_create(&s, cu::stream_non_blocking);
-    if (r != cu::success) throw_cuda(d_, r, printf_string("cuStreamCreate on device %d", ordinal_));
+    check(d_, r, "cuStreamCreate on device %d", ordinal_);
     return s;
   }
 
@@ -303,7 +326,6 @@ class cuda_backend final : public backend {
       case command_kind::kernel:
         return submit_kernel(s, c.kernel);
     }
-    throw logic_error("cuda: submit: unknown command kind");
   }
 
   void submit_copy(cu::stream s, const copy_command& c) {
@@ -330,14 +352,12 @@ class cuda_backend final : public backend {
       what = "cuMemcpyDtoDAsync";
       r = d_.memcpy_dtod_async(dst, src, c.bytes, s);
     }
-    if (r != cu::success) {
-      throw_cuda(d_, r,
-                 printf_string("%s(dst=%p, src=%p, %zu bytes) on device %d", what, c.dst, c.src,
-                               c.bytes, ordinal_));
-    }
+    check(d_, r, "%s(dst=%p, src=%p, %zu bytes) on device %d", what, c.dst, c.src, c.bytes,
+          ordinal_);
   }
 
   void submit_fill(cu::stream s, const fill_command& f) {
+    // f passed backend::submit's checks: element size 1, 2, 4 or 8, dst non-null.
     if (f.count == 0) return;
     const auto dst = reinterpret_cast<cu::deviceptr>(f.dst);
     cu::result r = cu::success;
@@ -355,7 +375,7 @@ class cuda_backend final : public backend {
         what = "cuMemsetD32Async";
         r = d_.memset_d32_async(dst, static_cast<unsigned int>(f.pattern), f.count, s);
         break;
-      case 8: {
+      default: {  // 8, the only size left: backend::submit admits 1, 2, 4 and 8
         const auto lo = static_cast<unsigned int>(f.pattern);
         const auto hi = static_cast<unsigned int>(f.pattern >> 32);
         if (lo == hi) {  // zero and other repeated words: one plain 32-bit memset
@@ -366,7 +386,7 @@ class cuda_backend final : public backend {
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
         if (dst % 8 == 0) {
           const int e = detail::cuda_fill8(f.dst, f.pattern, f.count, s);
-          if (e != 0) throw_kernel(e, printf_string("fill8(dst=%p, %zu elements)", f.dst, f.count));
+          check_launch(e, "fill8(dst=%p, %zu elements) on device %d", f.dst, f.count, ordinal_);
           return;
         }
 #endif
@@ -376,72 +396,26 @@ class cuda_backend final : public backend {
         if (r == cu::success) r = d_.memset_d2d32_async(dst + 4, 8, hi, 1, f.count, s);
         break;
       }
-      default:
-        throw logic_error(
-            printf_string("cuda: fill: element size %zu is not 1, 2, 4 or 8", f.element_size));
     }
-    if (r != cu::success) {
-      throw_cuda(d_, r,
-                 printf_string("%s(dst=%p, %zu elements of %zu bytes) on device %d", what, f.dst,
-                               f.count, f.element_size, ordinal_));
-    }
+    check(d_, r, "%s(dst=%p, %zu elements of %zu bytes) on device %d", what, f.dst, f.count,
+          f.element_size, ordinal_);
   }
 
-  static bool is_fold(op fn) {
-    return fn == op::add || fn == op::mul || fn == op::min || fn == op::max;
-  }
-  static bool is_unary(op fn) {
-    return fn == op::identity || fn == op::negate || fn == op::abs || fn == op::sqrt ||
-           fn == op::square;
-  }
-
+  /// `k` passed backend::submit's checks: a combination kernel.hpp defines, with its operands.
   void submit_kernel(cu::stream s, const kernel_command& k) {
-    // Reject combinations kernel.hpp does not define before anything reaches the device.
-    // An empty input has no memory (in0 == nullptr); a reduction of it still writes the identity.
-    bool ok = static_cast<unsigned>(k.type) <= static_cast<unsigned>(dtype::u64) &&
-              (k.in0 != nullptr || k.n == 0) && k.out != nullptr;
-    switch (k.kind) {
-      case kernel_kind::map_unary:
-        ok = ok && k.fn != op::axpy && (is_unary(k.fn) || k.has_scalar);
-        break;
-      case kernel_kind::map_binary:
-        ok = ok && !is_unary(k.fn) && k.in1 != nullptr;
-        break;
-      case kernel_kind::reduce:
-      case kernel_kind::inclusive_scan:
-      case kernel_kind::exclusive_scan:
-        ok = ok && is_fold(k.fn);
-        break;
-      default:
-        ok = false;
-    }
+    // Nothing to do for an empty map or scan; a reduction of nothing still writes the identity.
     if (k.n == 0 && k.kind != kernel_kind::reduce) return;
-    if (!ok) {
-      throw logic_error(
-          printf_string("cuda: kernel kind %u with op %u, dtype %u%s is not defined",
-                        unsigned(k.kind), unsigned(k.fn), unsigned(k.type),
-                        k.kind == kernel_kind::map_unary && !k.has_scalar ? " and no scalar" : ""));
-    }
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
-    const int e = detail::cuda_launch_kernel(k, s);
-    if (e != 0) {
-      throw_kernel(e, printf_string("kernel kind %u op %u dtype %u (n=%zu)", unsigned(k.kind),
-                                    unsigned(k.fn), unsigned(k.type), k.n));
-    }
+    check_launch(detail::cuda_launch_kernel(k, s),
+                 "%s kernel (op %s, dtype %s, n=%zu) on device %d", kind_name(k.kind),
+                 op_name(k.fn), dtype_name(k.type), k.n, ordinal_);
 #else
     (void)s;
-    throw backend_error("cuda: built without kernels (no CUDA compiler at build time)", "cuda", 0);
+    // Kind runtime, as before kinds existed: the C ABI has said BACKEND_ERROR for it.
+    throw backend_error(backend_error_kind::runtime,
+                        "cuda: built without kernels (no CUDA compiler at build time)", "cuda", 0);
 #endif
   }
-
-#if STREAMPOOL_CUDA_KERNELS_ENABLED
-  [[noreturn]] void throw_kernel(int e, const std::string& what) const {
-    throw backend_error(
-        printf_string("cuda: %s on device %d failed: %s (%d): %s", what.c_str(), ordinal_,
-                      detail::cuda_kernel_error_name(e), e, detail::cuda_kernel_error_string(e)),
-        "cuda", e);
-  }
-#endif
 
   native_marker do_record(native_queue q) override {
     context_scope cs(d_, ctx_);
@@ -449,7 +423,7 @@ class cuda_backend final : public backend {
     const cu::result r = d_.event_record(e, static_cast<cu::stream>(q));
     if (r != cu::success) {
       do_release_marker(e);
-      throw_cuda(d_, r, printf_string("cuEventRecord on device %d", ordinal_));
+      check(d_, r, "cuEventRecord on device %d", ordinal_);
     }
     return e;
   }
@@ -457,24 +431,22 @@ class cuda_backend final : public backend {
   bool do_query(native_marker m) override {
     context_scope cs(d_, ctx_);
     const cu::result r = d_.event_query(static_cast<cu::event>(m));
-    if (r == cu::success) return true;
     if (r == cu::error_not_ready) return false;
-    throw_cuda(d_, r, printf_string("cuEventQuery on device %d", ordinal_));
+    check(d_, r, "cuEventQuery on device %d", ordinal_);
+    return true;
   }
 
   void do_wait_host(native_marker m) override {
     context_scope cs(d_, ctx_);
     const cu::result r = d_.event_synchronize(static_cast<cu::event>(m));
-    if (r != cu::success)
-      throw_cuda(d_, r, printf_string("cuEventSynchronize on device %d", ordinal_));
+    check(d_, r, "cuEventSynchronize on device %d", ordinal_);
   }
 
   void do_wait_device(native_queue q, native_marker m) override {
     context_scope cs(d_, ctx_);
     const cu::result r =
         d_.stream_wait_event(static_cast<cu::stream>(q), static_cast<cu::event>(m), 0);
-    if (r != cu::success)
-      throw_cuda(d_, r, printf_string("cuStreamWaitEvent on device %d", ordinal_));
+    check(d_, r, "cuStreamWaitEvent on device %d", ordinal_);
   }
 
   void do_release_marker(native_marker m) noexcept override {
@@ -504,12 +476,12 @@ class cuda_backend final : public backend {
     }
     cu::event e = nullptr;
     const cu::result r = d_.event_create(&e, cu::event_disable_timing);
-    if (r != cu::success) throw_cuda(d_, r, printf_string("cuEventCreate on device %d", ordinal_));
+    check(d_, r, "cuEventCreate on device %d", ordinal_);
     return e;
   }
 
-  const std::size_t granularity;  // caps().granularity: cuMemAlloc sizes and alignment
-  const std::size_t granule;      // caps().vm_granularity: one physical handle, one mapping
+  const std::size_t granularity_;  // caps().granularity: cuMemAlloc sizes and alignment
+  const std::size_t granule_;      // caps().vm_granularity: one physical handle, one mapping
   const cu::driver& d_;
   const int ordinal_;
   const cu::device dev_;
@@ -529,7 +501,10 @@ const cu::driver* driver_or_throw() {
   std::string why;
   cu::result code = 0;
   const cu::driver* d = cu::load(&why, &code);
-  if (d == nullptr) throw backend_error("cuda: not available: " + why, "cuda", code);
+  if (d == nullptr) {
+    throw backend_error(backend_error_kind::unavailable, "cuda: not available: " + why, "cuda",
+                        code);
+  }
   return d;
 }
 
@@ -552,21 +527,21 @@ std::shared_ptr<backend> make_cuda_backend(int ordinal) {
   const cu::driver& d = *driver_or_throw();
   int count = 0;
   cu::result r = d.device_get_count(&count);
-  if (r != cu::success) throw_cuda(d, r, "cuDeviceGetCount");
+  check(d, r, "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count) {
-    throw backend_error(printf_string("cuda: no device %d (%d devices)", ordinal, count), "cuda",
+    throw backend_error(backend_error_kind::no_device,
+                        detail::format("cuda: no device %d (%d devices)", ordinal, count), "cuda",
                         101 /* CUDA_ERROR_INVALID_DEVICE */);
   }
   cu::device dev = 0;
   r = d.device_get(&dev, ordinal);
-  if (r != cu::success) throw_cuda(d, r, printf_string("cuDeviceGet(%d)", ordinal));
+  check(d, r, "cuDeviceGet(%d)", ordinal);
   std::size_t total = 0;
   r = d.device_total_mem(&total, dev);
-  if (r != cu::success) throw_cuda(d, r, printf_string("cuDeviceTotalMem(device %d)", ordinal));
+  check(d, r, "cuDeviceTotalMem(device %d)", ordinal);
   cu::context ctx = nullptr;
   r = d.primary_ctx_retain(&ctx, dev);
-  if (r != cu::success)
-    throw_cuda(d, r, printf_string("cuDevicePrimaryCtxRetain(device %d)", ordinal));
+  check(d, r, "cuDevicePrimaryCtxRetain(device %d)", ordinal);
   try {
     return std::make_shared<cuda_backend>(
         d, ordinal, dev, ctx, total,

@@ -28,9 +28,7 @@ struct host_marker {
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t queue = 0;
-  std::uint64_t clock = 0;  // the queue's clock when it completed (checking mode)
-  vector_clock vc;          // the queue's vector clock when it completed (checking mode)
+  vector_clock vc;  // the queue's vector clock when it completed (checking mode)
 
   void complete() {
     {
@@ -156,6 +154,7 @@ class host_backend final : public backend {
     const std::uintptr_t aligned = (start + g - 1) / g * g;
     if (aligned > start) ::munmap(raw, aligned - start);
     const std::uintptr_t tail = start + bytes + g - (aligned + bytes);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the address is computed as an integer
     if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
     auto* p = reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
     if (options_.checking) checker_.add_segment(p, bytes);
@@ -196,7 +195,10 @@ class host_backend final : public backend {
 
   /// Back to reserved address space: no access, no pages.
   static void drop_pages(void* p, std::size_t bytes) noexcept {
-    ::mmap(p, bytes, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // A failure is not reported (the callers are noexcept or already failing): the range then
+    // keeps its pages and stays accessible, which wastes memory but breaks nothing.
+    (void)::mmap(p, bytes, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                 0);
   }
 
   native_queue do_create_queue() override {
@@ -242,9 +244,7 @@ class host_backend final : public backend {
     return new marker_ptr(std::move(m));
   }
 
-  void complete_marker(host_queue& q, host_marker& m) const {
-    m.queue = q.index;
-    m.clock = q.vc[q.index];
+  void complete_marker(const host_queue& q, host_marker& m) const {
     if (options_.checking) m.vc = q.vc;
     m.complete();
   }
@@ -372,14 +372,18 @@ class host_backend final : public backend {
 }  // namespace
 
 std::shared_ptr<backend> make_host_backend(host_options o) {
+  // The pool's rule (min_pool_granularity, backend.hpp): a host backend exists to run pools, so
+  // a granularity that every pool would refuse is refused here, where it is chosen.
+  STREAMPOOL_EXPECTS(
+      o.granularity >= min_pool_granularity && (o.granularity & (o.granularity - 1)) == 0,
+      detail::format("host backend: granularity %zu must be a power of two >= %zu "
+                     "(the smallest a pool accepts)",
+                     o.granularity, min_pool_granularity));
   STREAMPOOL_EXPECTS(o.vm_granularity == 0 || (o.vm_granularity % o.granularity == 0 &&
                                                (o.vm_granularity & (o.vm_granularity - 1)) == 0),
                      detail::format("host backend: vm_granularity %zu must be a power of two "
                                     "multiple of the granularity %zu",
                                     o.vm_granularity, o.granularity));
-  STREAMPOOL_EXPECTS(
-      o.granularity >= 256 && (o.granularity & (o.granularity - 1)) == 0,
-      detail::format("host backend: granularity %zu must be a power of two >= 256", o.granularity));
   return std::make_shared<host_backend>(o);
 }
 

@@ -5,8 +5,8 @@
 
 namespace streampool::detail {
 
-/// Runs `k` to completion on the calling thread. Throws logic_error for an op that the kernel
-/// kind does not support (e.g. sqrt as a fold).
+/// Runs `k` to completion on the calling thread. `k` passed backend::submit's checks (a known
+/// kind and dtype, an op valid for the kind, non-null operands where it reads or writes).
 void run_host_kernel(const kernel_command& k);
 
 }  // namespace streampool::detail
