@@ -68,7 +68,8 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 #if STREAMPOOL_TORCH_CUDA
   return sp::make_cuda_backend(ordinal);
 #else
-  throw sp::backend_error("streampool: torch plug-in: this build has no CUDA backend", "cuda",
+  throw sp::backend_error(sp::backend_error_kind::unavailable,
+                          "streampool: torch plug-in: this build has no CUDA backend", "cuda",
                           ordinal);
 #endif
 }
