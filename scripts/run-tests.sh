@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds and tests streampool: the release preset, then ASan+UBSan, then TSan, then (in CI, or when
-# clang is installed) the fuzz preset: the model fuzzer briefly, the C ABI fuzzer for 60 s.
+# Builds and tests streampool: the release preset, then debug (STREAMPOOL_DEBUG_LEVEL=3: every
+# assertion, and pool_state::validate() after every trim and large free), then ASan+UBSan, then
+# TSan, then (in CI, or when clang is installed) the fuzz preset: the model fuzzer briefly, the C
+# ABI fuzzer for 60 s.
 #
 #   bash scripts/run-tests.sh
 #
@@ -19,7 +21,7 @@ if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
 elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
-  presets=(release asan tsan)
+  presets=(release debug asan tsan)
   # clang + libFuzzer: a short run of the model fuzzer and 60 s of the C ABI fuzzer (fuzz/,
   # docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi

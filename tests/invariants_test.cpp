@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "conformance/accessor.hpp"
+#include "core/access.hpp"
+#include "core/pool_state.hpp"
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;
@@ -241,6 +243,7 @@ TEST(Invariant4BadInput, ErrorsLeaveThePoolConsistent) {
   for (const auto& fn : bad) {
     EXPECT_THROW(fn(), sp::logic_error);
     EXPECT_EQ(snapshot(), base);
+    EXPECT_NO_THROW(sp::detail::access::state(p)->validate());  // every internal invariant too
   }
   // Out of memory: numbers, and nothing changed.
   try {
@@ -251,6 +254,7 @@ TEST(Invariant4BadInput, ErrorsLeaveThePoolConsistent) {
     EXPECT_EQ(e.limit(), 8u << 20);
   }
   EXPECT_EQ(snapshot()[0], before[0]);
+  EXPECT_NO_THROW(sp::detail::access::state(p)->validate());
   EXPECT_EQ(first_mismatch(read_bytes(s, live[0], 512), 0x11), -1);
   EXPECT_EQ(first_mismatch(read_bytes(s, live[1], 2u << 20), 0x22), -1);
   for (void* q : live) p.deallocate(s, q);
@@ -289,6 +293,8 @@ TEST(Invariant5StatisticsBalance, LiveEqualsOutstandingAndEverythingReturns) {
     std::size_t outstanding = 0, count = 0;
     for (auto& v : kept)
       for (auto& [q, n] : v) outstanding += n, ++count;
+    // Reserved bytes are exactly what the segments hold, every free chunk listed once, ...
+    EXPECT_NO_THROW(sp::detail::access::state(p)->validate());
     sp::pool_statistics st = p.statistics();
     EXPECT_EQ(st.live_bytes, outstanding);
     EXPECT_EQ(st.allocations - st.deallocations, count);
@@ -300,6 +306,7 @@ TEST(Invariant5StatisticsBalance, LiveEqualsOutstandingAndEverythingReturns) {
     EXPECT_EQ(st.live_bytes, 0u);
     EXPECT_EQ(st.allocations, st.deallocations);
     p.trim();
+    EXPECT_NO_THROW(sp::detail::access::state(p)->validate());
     st = p.statistics();
     EXPECT_EQ(st.reserved_bytes, 0u);
     EXPECT_EQ(st.upstream_allocations, st.upstream_deallocations);

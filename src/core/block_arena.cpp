@@ -10,25 +10,34 @@
 namespace streampool::detail {
 namespace {
 
-[[noreturn]] void broken(const char* what, const arena_block& b) {
-  std::fprintf(stderr,
-               "streampool: block arena invariant broken: %s (block [%#zx, %#zx) state %d)\n", what,
-               static_cast<std::size_t>(b.start), static_cast<std::size_t>(b.end()),
-               static_cast<int>(b.state));
-  std::abort();
+std::string broken(const char* what, const arena_block& b) {
+  return format("block arena: %s (block [%#zx, %#zx) of %zu bytes, state %d, %zu token(s))", what,
+                static_cast<std::size_t>(b.start), static_cast<std::size_t>(b.end()), b.size,
+                static_cast<int>(b.state), b.tokens.size());
+}
+
+/// The number of distinct timelines named by the tokens of a and b.
+std::size_t timelines_of(const arena_block& a, const arena_block& b) {
+  std::vector<const timeline*> lines;
+  for (const token_set* set : {&a.tokens, &b.tokens})
+    for (const token& t : *set)
+      if (std::find(lines.begin(), lines.end(), t.line.get()) == lines.end())
+        lines.push_back(t.line.get());
+  return lines.size();
 }
 
 }  // namespace
 
-void merge_token(token_set& set, const token& t) {
-  if (!t.line || t.line->completed() >= t.at) return;
+bool merge_token(token_set& set, const token& t) {
+  if (!t.line || t.line->completed() >= t.at) return false;
   for (token& x : set) {
     if (x.line == t.line) {
       x.at = std::max(x.at, t.at);
-      return;
+      return true;
     }
   }
   set.push_back(t);
+  return true;
 }
 
 block_arena::block_arena(std::size_t granularity, bool keep_streams_apart)
@@ -57,7 +66,7 @@ arena_block* block_arena::new_block() {
   b->range = nullptr;
   b->prev = b->next = nullptr;
   b->state = block_state::unmapped;
-  b->has_uses = false;
+  b->absorbed_complete = false;
   b->tokens.clear();  // keeps the capacity: no malloc when the next free block gets its tokens
   return b;
 }
@@ -127,6 +136,7 @@ arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
   right->prev = b;
   right->next = b->next;
   right->state = b->state;
+  right->absorbed_complete = b->absorbed_complete;  // both halves keep the exemption
   right->tokens = b->tokens;
   if (b->next != nullptr) b->next->prev = right;
   b->next = right;
@@ -135,7 +145,12 @@ arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
 }
 
 void block_arena::absorb(arena_block* left, arena_block* right) {
-  for (const token& t : right->tokens) merge_token(left->tokens, t);
+  // A token of right's that is complete by now is dropped: right's far neighbour, which becomes
+  // left's, may then be apart from left with fewer timelines between them (the "merged"
+  // invariant's exemption).
+  bool dropped = right->absorbed_complete;
+  for (const token& t : right->tokens) dropped = !merge_token(left->tokens, t) || dropped;
+  left->absorbed_complete = left->absorbed_complete || dropped;
   left->size += right->size;
   left->next = right->next;
   if (right->next != nullptr) right->next->prev = left;
@@ -188,7 +203,7 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n)
   if (b->size > n) index(split(b, at + n));
   b->state = block_state::live;
   b->tokens.clear();
-  b->has_uses = false;
+  b->absorbed_complete = false;
   live_.emplace(b->start, b);
   return b;
 }
@@ -197,7 +212,6 @@ arena_block* block_arena::release(arena_block* b, token_set tokens) {
   STREAMPOOL_ASSERT(b->state == block_state::live);
   live_.erase(b->start);
   b->state = block_state::mapped;
-  b->has_uses = false;
   b->tokens = std::move(tokens);
   return merge_and_index(b);
 }
@@ -322,54 +336,74 @@ std::vector<std::pair<std::uintptr_t, std::uintptr_t>> block_arena::granules_to_
 }
 
 void block_arena::check() const {
+  const std::string broken_invariant = find_broken();
+  if (!broken_invariant.empty()) {
+    std::fprintf(stderr, "streampool: invariant broken: %s\n", broken_invariant.c_str());
+    std::abort();
+  }
+}
+
+std::string block_arena::find_broken() const {
   std::size_t mapped = 0, unmapped = 0, live = 0;
   for (const auto& r : ranges_) {
     std::uintptr_t at = r->base;
     const arena_block* prev = nullptr;
     for (const arena_block* b = r->first; b != nullptr; prev = b, b = b->next) {
-      if (b->range != r.get()) broken("block of another range", *b);
-      if (b->prev != prev) broken("broken prev link", *b);
-      if (b->start != at || b->size == 0) broken("blocks do not tile the range", *b);
+      if (b->range != r.get()) return broken("tiling: a block of another range", *b);
+      if (b->prev != prev) return broken("tiling: prev link does not point back", *b);
+      if (b->start != at || b->size == 0) {
+        return broken(format("tiling: blocks do not tile the range (expected a block at %#zx)",
+                             static_cast<std::size_t>(at))
+                          .c_str(),
+                      *b);
+      }
       at = b->end();
       if (prev != nullptr && prev->is_free() && prev->state == b->state &&
           (b->state == block_state::unmapped || !keep_streams_apart_ ||
-           (prev->tokens.empty() && b->tokens.empty()))) {
-        broken("two adjacent free blocks in the same state that should have merged", *b);
+           (timelines_of(*prev, *b) < 2 && !prev->absorbed_complete && !b->absorbed_complete))) {
+        return broken(format("merged: adjacent free blocks in the same state, previous one at "
+                             "%#zx with %zu token(s), not merged",
+                             static_cast<std::size_t>(prev->start), prev->tokens.size())
+                          .c_str(),
+                      *b);
       }
       switch (b->state) {
         case block_state::live:
           ++live;
-          if (find_live(b->start) != b) broken("live block not indexed", *b);
+          if (find_live(b->start) != b) return broken("indexes: live block not indexed", *b);
           break;
         case block_state::mapped:
           ++mapped;
           if (mapped_.count(const_cast<arena_block*>(b)) == 0)
-            broken("mapped block not indexed", *b);
+            return broken("indexes: mapped block not indexed", *b);
           for (std::size_t i = 0; i < b->tokens.size(); ++i)
             for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
-              if (b->tokens[i].line == b->tokens[j].line) broken("two tokens of one timeline", *b);
+              if (b->tokens[i].line == b->tokens[j].line)
+                return broken("tokens: two tokens of one timeline", *b);
           break;
         case block_state::unmapped:
           ++unmapped;
           if (unmapped_.count(const_cast<arena_block*>(b)) == 0)
-            broken("unmapped block not indexed", *b);
+            return broken("indexes: unmapped block not indexed", *b);
           if (b->start % granularity_ != 0 || b->size % granularity_ != 0)
-            broken("unmapped block not granule-aligned", *b);
-          if (!b->tokens.empty()) broken("unmapped block with tokens", *b);
+            return broken("unmapped: block not granule-aligned", *b);
+          if (!b->tokens.empty()) return broken("unmapped: block with tokens", *b);
           break;
       }
     }
-    if (at != r->base + r->size && r->first != nullptr) {
-      broken("blocks do not cover the range", *r->first);
+    if (r->first != nullptr && at != r->base + r->size) {
+      return format("block arena: tiling: the blocks of range [%#zx, %#zx) end at %#zx",
+                    static_cast<std::size_t>(r->base), static_cast<std::size_t>(r->base + r->size),
+                    static_cast<std::size_t>(at));
     }
   }
   if (mapped != mapped_.size() || unmapped != unmapped_.size() || live != live_.size()) {
-    std::fprintf(stderr,
-                 "streampool: block arena invariant broken: indexes hold %zu/%zu/%zu blocks, the "
-                 "ranges %zu/%zu/%zu (mapped/unmapped/live)\n",
-                 mapped_.size(), unmapped_.size(), live_.size(), mapped, unmapped, live);
-    std::abort();
+    return format(
+        "block arena: indexes: they hold %zu/%zu/%zu blocks, the ranges %zu/%zu/%zu "
+        "(mapped/unmapped/live)",
+        mapped_.size(), unmapped_.size(), live_.size(), mapped, unmapped, live);
   }
+  return {};
 }
 
 }  // namespace streampool::detail

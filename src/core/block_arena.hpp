@@ -12,18 +12,33 @@
 //   window    where a request is placed inside a chain; the unmapped granules under it must be
 //             mapped before it can be handed out.
 //
-// Invariants (check() verifies them; the white-box tests call it after every step):
-//   - the blocks of a range tile it exactly, in address order, through prev/next;
-//   - no two adjacent unmapped blocks: every change merges them;
-//   - adjacent mapped blocks merge too, except (with `keep_streams_apart`) while their work not
-//     known complete is on two or more timelines: a stream's freed block then stays its own,
-//     ready for it with no wait, instead of being fused with another stream's pending block into
-//     one that every stream must wait for. Two such neighbours never both lack tokens; they
-//     merge once their work is known complete (coalesce()), or when the pool asks
-//     (coalesce(force), join());
-//   - unmapped blocks start and end on granule boundaries and carry no tokens;
-//   - a mapped block's tokens hold at most one token per timeline (the latest point), merged as a
-//     union when blocks coalesce.
+// Invariants (check() and find_broken() verify them; the white-box tests call check() after every
+// step, pool_state::validate() calls find_broken() on every shard). For each range r:
+//   tiling      r.first->start == r.base; b->next->start == b->end(); b->next->prev == b;
+//               last->end() == r.base + r.size; b->size > 0; b->range == &r.
+//   indexes     mapped_ == {mapped blocks}, unmapped_ == {unmapped blocks},
+//               live_ == {b->start -> b : live blocks}.
+//   unmapped    start % granularity == size % granularity == 0 and tokens empty (no memory,
+//               nothing to wait for).
+//   tokens      a mapped block holds at most one token per timeline (the latest point), the union
+//               of both sides' tokens when blocks merge.
+//   merged      two adjacent blocks a, b = a->next are never both free in the same state, except
+//               mapped neighbours in an arena with `keep_streams_apart` when
+//                   |timelines(a.tokens ∪ b.tokens)| >= 2  or  a.absorbed_complete
+//                   or  b.absorbed_complete.
+//               Why exactly that: may_merge() keeps mapped neighbours apart while their work not
+//               known complete is on two or more timelines (a stream's freed block stays its own,
+//               ready for it with no wait, instead of being fused with another stream's pending
+//               block into one that every stream must wait for). Completion advances without the
+//               arena hearing of it, so a pair kept apart may be mergeable by now: it merges at
+//               the next coalesce() (or when the pool asks: coalesce(force), join()), and what
+//               stays checkable is that its tokens named two timelines when it was looked at.
+//               Tokens only accumulate on a free block, with one exception: absorb() drops the
+//               absorbed block's tokens that are complete by then (merge_token), and the merged
+//               block's far boundary is not looked at again. Such a block is marked
+//               absorbed_complete, and its boundaries are exempt until it is handed out again.
+//               Unmapped neighbours, and every pair without `keep_streams_apart`, always merge.
+//               Blocks of different ranges (or arenas, i.e. shards) are never neighbours.
 // The arena does no I/O and takes no lock: the pool calls it under its shard's lock, and the tests
 // drive it on made-up addresses. It never decides policy (which block, when to map or give back):
 // that is the pool's (pool_large.cpp).
@@ -35,6 +50,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +62,7 @@ enum class block_state : std::uint8_t { live, mapped, unmapped };
 
 struct arena_range;
 struct arena_block;
+struct test_access;
 
 /// The orders of the free sets: by size, then address (best fit is lower_bound); by address.
 struct block_by_size {
@@ -66,8 +83,10 @@ struct arena_block {
   arena_block* prev = nullptr;  // address order within the range
   arena_block* next = nullptr;
   block_state state = block_state::unmapped;
-  bool has_uses = false;  // live: record_use() was called
-  token_set tokens;       // mapped: what reuse waits for; live: recorded uses
+  // Free: this block absorbed a neighbour and dropped some of its tokens (complete by then), so
+  // the "merged" invariant above is exempt at its boundaries. Cleared when it is handed out.
+  bool absorbed_complete = false;
+  token_set tokens;  // mapped: what reuse waits for; live: recorded uses
   // Where the block is in its free set, while it is indexed (mapped, or unmapped).
   mapped_set::iterator in_mapped;
   unmapped_set::iterator in_unmapped;
@@ -166,11 +185,16 @@ class block_arena {
   [[nodiscard]] std::vector<std::pair<std::uintptr_t, std::uintptr_t>> granules_to_map(
       const window& w, std::size_t n) const;
 
-  /// Verifies every invariant above; aborts with a message when one is broken. For tests and
-  /// debug builds (cost: linear in the number of blocks).
+  /// Verifies every invariant above; aborts with find_broken()'s message when one is broken. For
+  /// tests and debug builds (cost: linear in the number of blocks).
   void check() const;
+  /// The first broken invariant above, named, with the block and the numbers; empty when all
+  /// hold. Same cost as check().
+  [[nodiscard]] std::string find_broken() const;
 
  private:
+  friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
+
   [[nodiscard]] std::uintptr_t round_down(std::uintptr_t a) const noexcept {
     return a / granularity_ * granularity_;
   }

@@ -9,6 +9,9 @@
 // Interior nodes are never freed before the map itself, so a racing lookup never reads freed
 // memory; a lookup racing with an erase sees either the segment or nullptr, and the caller's
 // per-chunk state decides (a pointer being freed cannot be in a segment being released).
+//
+// Invariant (pool_state::validate() checks it at each segment's ends and each mapped granule):
+// find(a) == s for every address a of a registered segment s that has memory behind it.
 #pragma once
 
 #include <array>

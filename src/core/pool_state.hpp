@@ -1,21 +1,61 @@
 // streampool: the pool's state (pool.hpp is the handle and states the contract).
 //
-// Glossary: see pool.hpp. Locks, and what each guards:
+// Glossary: see pool.hpp. The pool's code is split by concept, one file each:
+//   pool_state.cpp         lifetime, the registry of pools, pointer queries, recorded uses
+//   pool_small.cpp         small blocks: the fast path (the stream's own cache) and its slow path
+//                          (shared lists, fresh chunks, new slabs); frees; live accounting
+//   pool_caches.cpp        the registry of stream caches; stealing from them; flushing them
+//   pool_memory.cpp        upstream memory: the reservation count, growth, release, and the
+//                          out-of-memory ladder
+//   pool_trim.cpp          trim and statistics
+//   pool_validate.cpp      validate(): the invariants below, checked
+//   pool_large.cpp         large blocks: reuse, frees, trim (both paths)
+//   pool_large_growth.cpp  large blocks on virtual memory: growth, remapping, give-back
+//   pool_segments.cpp      large blocks without virtual memory: segment growth and give-back
+//
+// Locks, and what each guards:
 //   stream_cache::mu   one stream's cached chunks (the fast path takes only this)
-//   class_list::mu     one size class's shared list
+//   class_list::mu     one size class's shared list, and the `carved` count of its slabs
 //   growth_mu_         virtual memory: serialises the large-block growths and give-backs that call
 //                      the driver (map, unmap, create, release), held across those calls. Never
 //                      taken by a free, nor by a reuse.
 //   large_shard::mu    one shard of the large blocks: its arena (free sets, live blocks, block
 //                      links) and its ranges' physical handles. Never held across a driver call.
-//   segments_mu_       the segment registry, reserved bytes, page map writes
+//   segments_mu_       the segment registry, reserved bytes, page map writes, slab pages
 //   caches_mu_         the registry of stream caches
 //   hooks_mu_          reclaim hooks
 //   uses_mu_           recorded uses of live chunks
-// Order: caches_mu_ -> stream_cache::mu -> class_list::mu -> growth_mu_ -> large_shard::mu ->
-// segments_mu_. Only a growth (under growth_mu_) holds two shard locks at once (large_shard.hpp).
-// Every mutex counts its contended acquisitions (counted_mutex.hpp; statistics().contention).
-// Reclaim hooks run with no lock held.
+// Order: growth_mu_ -> caches_mu_ -> stream_cache::mu -> class_list::mu -> large_shard::mu ->
+// segments_mu_ (a growth hands its block out, and counts it on the stream's cache, under
+// growth_mu_). Only a growth (under growth_mu_) or validate() holds two shard locks at once
+// (large_shard.hpp). Every mutex counts its contended acquisitions (counted_mutex.hpp;
+// statistics().contention). Reclaim hooks run with no lock held.
+//
+// Invariants. validate() checks each under every lock above; g is the large granularity
+// (vm_granule() on the virtual-memory path), "registered" means in slabs_, slab_pages_ or
+// large_ranges_.
+//   reserved    reserved_ == sum(s.bytes : slab s not in a shared page)
+//                            + slab_pages_.pages() * slab_pages_.page_bytes()
+//                            + sum(r.bytes : large range r without virtual memory)
+//                            + g * #{non-null r.handles[i] : virtual range r}
+//                            + g * spare_physical_.size()
+//                            + unpublished_
+//               reserved_now_ == reserved_ <= peak_reserved_.
+//   page map    map_.find(a) == the segment, at the first and last byte of every registered slab
+//               and segment range, and at every mapped granule of a virtual range.
+//   slabs       1 <= s.carved <= s.chunks; chunks never carved are chunk_free; a slab in a
+//               class's `carving` list is registered, of that class, with s.carved < s.chunks.
+//   free chunks every chunk in a shared list or a stream cache is at a chunk start of a
+//               registered slab of its list's class, in state chunk_free, and in one list once;
+//               #{free chunks of s} <= s.carved; a shared entry holds one token per timeline.
+//   caches      each stream cache's own invariants (stream_cache.hpp); its shard < shard_count.
+//   large       each shard's arena keeps block_arena.hpp's invariants (tiling, indexes, merged,
+//               unmapped, tokens); every range of a shard's arena belongs to that shard
+//               (large_range::shard, large_range::arena); in a virtual range, granule i has a
+//               handle exactly when a live or mapped block overlaps it.
+// What they cost to check: linear in slabs, free chunks, blocks and granules. STREAMPOOL_ASSERT_
+// EXPENSIVE runs validate() after every trim, and after large frees: every one while the pool is
+// small, every n-th as it grows, so that each free pays a bounded share (pool_large.cpp).
 #pragma once
 
 #include <array>
@@ -28,6 +68,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "access.hpp"
 #include "block_arena.hpp"
 #include "counted_mutex.hpp"
 #include "large_shard.hpp"
@@ -36,11 +77,13 @@
 #include "size_classes.hpp"
 #include "slab_pages.hpp"
 #include "stream_cache.hpp"
+#include "streampool/error.hpp"
 #include "streampool/pool.hpp"
 
 namespace streampool::detail {
 
 struct device_state;
+struct test_access;
 
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
@@ -69,40 +112,81 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void remove_reclaim_hook(std::uint64_t id);
   [[nodiscard]] pool_statistics statistics() const;
 
-  /// Called by timeline::cache_for under the timeline's lock.
+  /// Checks every invariant written above (and those of the stream caches, block arenas and slab
+  /// pages under it) under all of the pool's locks, taken in order; other threads may go on
+  /// using the pool meanwhile. Throws logic_error naming the first broken invariant, with its
+  /// numbers. Exported for tests (pool::state() reaches it). Never call it holding a pool lock.
+  STREAMPOOL_EXPORT void validate() const;
+
+  /// Called by timeline::cache_for (through access::cache_for) under the timeline's lock.
   std::shared_ptr<stream_cache> make_stream_cache(timeline& line);
   /// Called by stream_cache::orphan: its stream no longer uses its large shard.
   void stream_gone(std::size_t shard);
   /// Called by stream_cache::orphan: chunks whose tokens are all complete.
   void take_orphans(std::vector<stream_cache::entry>& entries);
+  /// Adds a stream cache's pending live delta (stream_cache::counted) to the exact counter.
+  void add_live(std::int64_t delta) noexcept;
 
  private:
+  friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
+
   struct free_chunk {
     void* p;
     slab* owner;
     token_set tokens;
   };
   struct class_list {
-    counted_mutex mu;
+    mutable counted_mutex mu;
     std::vector<free_chunk> chunks;  // freed chunks with their tokens
     std::vector<slab*> carving;      // slabs with chunks never handed out
   };
-  // Segment-path policy (backends without virtual memory; pool_large.cpp says why).
+  // Segment-path policy (backends without virtual memory; pool_segments.cpp says why).
   static constexpr std::size_t big_block = std::size_t{128} << 20;   // rule 2
   static constexpr std::size_t mid_max = std::size_t{16} << 20;      // rule 3
   static constexpr std::size_t mid_segment = std::size_t{64} << 20;  // rule 3
 
+  // ---- small blocks (pool_small.cpp) ----
   void check_request(stream_ref s, std::size_t bytes) const;
-  void* allocate_small(stream_ref s, std::size_t cls, stream_cache& cache);
+  /// s's stream cache for this pool, made on first use: one atomic load when it exists.
+  stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
+  /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
+  [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
   void* try_shared_small(stream_ref s, std::size_t cls);
-  void* try_steal(stream_ref s, std::size_t cls);
-  void* new_slab_chunk(stream_ref s, std::size_t cls, stream_cache& cache);
+  void* new_slab_chunk(std::size_t cls);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);
+  /// The slow path of deallocate_chunk(): no stream, recorded uses, poisoning, or a double free.
+  /// Returns true when the chunk goes on to s's stream cache after all (poisoned, on a stream
+  /// with no use recorded elsewhere).
+  [[gnu::noinline]] bool deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stream_ref* s,
+                                               std::span<const token> uses);
+  /// Keeps a chunk freed on s, with no recorded use, in s's stream cache (the fast path's end).
+  void cache_chunk(slab& sl, void* p, stream_ref s);
+  [[noreturn]] void not_a_chunk_start(const slab& sl, const void* p) const;
+  void push_shared(std::size_t cls, free_chunk c);
+  /// Counts a chunk handed out by a slow path: never handed out before (fresh), or a reuse that
+  /// made the stream wait or not.
+  void count_chunk_out(std::size_t bytes, bool fresh, bool waited) noexcept;
+
+  // ---- stream caches (pool_caches.cpp) ----
+  /// A chunk of class `cls` from another stream's cache, behind a device-side wait.
+  void* try_steal(stream_ref s, std::size_t cls);
+  void flush_caches();
+  [[nodiscard]] std::vector<std::shared_ptr<stream_cache>> caches() const;
+
+  // ---- live accounting (pool_small.cpp, next to the fast path that inlines it) ----
+  /// Adds a cache's counted change to the pool: the flushed delta, or else (for an allocation)
+  /// the peak it may have reached. Part of the fast path: inline (pool_small.cpp, its only user).
+  [[gnu::always_inline]] inline void publish_live(const stream_cache::counted& n,
+                                                  bool allocation) noexcept;
+  /// Adds `bytes` (negative for a free) to the live count through a stream's cache.
+  void count_live(stream_cache& c, std::int64_t bytes);
+  void count_allocation(std::size_t bytes) noexcept;
+  void count_deallocation(std::size_t bytes) noexcept;
+  /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).
+  void note_peak(std::int64_t pending) noexcept;
 
   // ---- large blocks (pool_large.cpp) ----
   void* allocate_large(stream_ref s, std::size_t bytes);
-  /// s's stream cache for this pool, made on first use.
-  stream_cache& cache_of(stream_ref s);
   /// Best fit among the free blocks of `sh` with memory behind them: one that needs no wait, else
   /// (when `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
   /// `try_only`: skip the shard if its lock is held (a probe of another stream's shard).
@@ -116,14 +200,21 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Orders s after `waits` and counts `bytes` live on s's cache (no lock held).
   void* hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start, std::size_t bytes,
                        const token_set& waits);
-  /// Adds `bytes` (negative for a free) to the live count through a stream's cache.
-  void count_live(stream_cache& c, std::int64_t bytes);
-  // Segment path.
+  void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
+  void record_use_large(large_range& r, void* p, const token& use);
+  /// Records a marker behind the last use of every free large block not known complete, where no
+  /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`.
+  void mark_free_large(const timeline* skip);
+  std::size_t trim_large();
+  void destroy_large() noexcept;
+
+  // ---- large blocks without virtual memory (pool_segments.cpp) ----
   void* grow_segment(stream_ref s, stream_cache& cache, std::size_t size);
   /// Returns every wholly free large segment to the upstream, host-waiting for its work first.
   /// Only before a growth, which may block (rule 1).
   void give_back_free_segments();
-  // Virtual-memory path.
+
+  // ---- large blocks on virtual memory (pool_large_growth.cpp) ----
   void* grow_virtual(stream_ref s, stream_cache& cache, std::size_t size);
   [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
   /// Reserves another virtual range of at least `bytes` for `own`; false when the address space
@@ -148,38 +239,23 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void release_physical(std::vector<native_physical>& handles);
   /// New physical granules within the memory limit; fewer than asked when refused.
   std::vector<native_physical> create_physical(std::size_t granules);
-  void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
-  void record_use_large(large_range& r, void* p, const token& use);
-  /// Records a marker behind the last use of every free large block not known complete, where no
-  /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`.
-  void mark_free_large(const timeline* skip);
-  std::size_t trim_large();
-  void destroy_large() noexcept;
-  void push_shared(std::size_t cls, free_chunk c);
-  void spill(stream_cache& cache, std::size_t cls);
+
+  // ---- upstream memory and the out-of-memory ladder (pool_memory.cpp) ----
   /// Makes `s` wait for every token not ready for it. Returns true if any wait was needed.
   bool order_after(stream_ref s, const token_set& tokens);
-  token_set take_uses(void* p);
-
-  /// Counts `bytes` against the memory limit; false when it would be exceeded.
-  bool reserve_bytes(std::size_t bytes);
-  /// Gives `bytes` back to the count (they were released, or never obtained).
-  void unreserve_bytes(std::size_t bytes);
-  /// Upstream allocation within the limit; nullptr when refused.
+  /// Counts `bytes` against the memory limit; false when it would be exceeded. `unpublished`:
+  /// they are for an upstream allocation that no registry holds yet (see unpublished_).
+  bool reserve_bytes(std::size_t bytes, bool unpublished = false);
+  /// Gives `bytes` back to the count (they were released, or never obtained). `unpublished`:
+  /// they were counted in unpublished_ (see reserve_bytes).
+  void unreserve_bytes(std::size_t bytes, bool unpublished = false);
+  /// Upstream allocation within the limit; nullptr when refused. Its bytes stay in unpublished_
+  /// until the caller registers the memory (under segments_mu_).
   void* grow(std::size_t bytes);
   /// Memory for a slab of `bytes`: slots of a shared slab page when it is smaller than a page,
-  /// else an upstream allocation of its own. nullptr when refused (the memory limit).
+  /// else an upstream allocation of its own (unpublished until registered). nullptr when
+  /// refused (the memory limit).
   void* slab_memory(std::size_t bytes);
-  void count_allocation(std::size_t bytes) noexcept;
-  void count_deallocation(std::size_t bytes) noexcept;
-  /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).
-  void note_peak(std::int64_t pending) noexcept;
-
- public:
-  /// Adds a stream cache's pending live delta (stream_cache::live_delta) to the exact counter.
-  void add_live(std::int64_t delta) noexcept;
-
- private:
   /// Unregisters a wholly free segment and gives its memory back; returns the bytes that went
   /// upstream (0 for a slab whose shared page still holds other slabs).
   std::size_t release_segment(segment* seg);
@@ -187,13 +263,22 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// still fails.
   void* with_reclaim(std::size_t bytes, const std::function<void*()>& attempt);
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) const;
-  void flush_caches();
-  void wait_all_pending();
   /// Host-waits for the pending work of all cached memory (no lock held while waiting). Returns
   /// false when there was none.
   bool wait_cached_work();
+
+  // ---- trim and statistics (pool_trim.cpp) ----
+  void wait_all_pending();
   [[nodiscard]] std::size_t live_bytes() const;
+
+  // ---- pool_state.cpp ----
+  token_set take_uses(void* p);
   [[noreturn]] void bad_pointer(const void* p, const char* what) const;
+
+  // ---- pool_validate.cpp ----
+  /// validate() for STREAMPOOL_ASSERT_EXPENSIVE: prints the broken invariant to stderr and returns
+  /// false (the assertion then aborts).
+  [[nodiscard]] bool valid() const noexcept;
 
   const std::uint64_t id_;
   const std::weak_ptr<device_state> device_;
@@ -207,7 +292,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::array<class_list, max_classes> shared_;
 
   const bool virtual_large_;  // large blocks on virtual memory (backend has it, option allows)
-  counted_mutex growth_mu_;
+  mutable counted_mutex growth_mu_;
   // Physical granules created for a growth that found memory elsewhere meanwhile (another thread
   // freed a fitting block while the driver created them). Kept for the next growth instead of
   // released: reserved either way, and giving them back would be a driver call now and another
@@ -227,6 +312,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   slab_pages slab_pages_;  // pages shared by slabs smaller than the granularity
   std::unordered_map<void*, std::unique_ptr<large_range>> large_ranges_;
   std::size_t reserved_ = 0;  // guarded by segments_mu_; also mirrored below for reads
+  // Bytes in reserved_ that no registry holds (guarded by segments_mu_): grow() counts them
+  // before its upstream call and the caller registers the memory later, and release_segment()
+  // unregisters a segment before its upstream call and unreserves it after. Only the
+  // "reserved" invariant reads it: without it, a growth or release on another thread would
+  // make validate() see a gap.
+  std::size_t unpublished_ = 0;
   std::atomic<std::size_t> reserved_now_{0};
   std::atomic<std::size_t> peak_reserved_{0};
   // Live bytes, exact: every allocation and free adds to it, and the peak follows it.
@@ -265,6 +356,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   };
   std::atomic<std::uint64_t> same_stream_reuses_folded_{0};  // from caches pruned by trim()
   std::atomic<std::uint64_t> cache_contention_folded_{0};    // likewise
+  // STREAMPOOL_ASSERT_EXPENSIVE after large frees (pool_large.cpp): the frees since the last
+  // validation, and how many pass between two (validate() sets it from what it cost).
+  std::atomic<std::uint64_t> frees_since_validate_{0};
+  mutable std::atomic<std::uint64_t> validate_interval_{1};
 };
 
 }  // namespace streampool::detail

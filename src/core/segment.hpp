@@ -8,6 +8,13 @@
 //   large range  memory for large blocks: a whole upstream allocation, or a reserved virtual range
 //                mapped granule by granule. The blocks inside are the block arena's
 //                (block_arena.hpp) of one shard (large_shard.hpp), guarded by its lock.
+//
+// Invariants (pool_state::validate() checks them):
+//   slab         chunks == bytes / chunk_size >= 1; 1 <= carved <= chunks once registered (the
+//                chunk that made it is carved); k -> carve_index(k) is a bijection on [0, chunks);
+//                state(carve_index(k)) == chunk_free for every k >= carved.
+//   large range  a virtual range's handles[i] != nullptr exactly when a live or mapped block
+//                overlaps granule i; a whole-allocation range is all memory.
 #pragma once
 
 #include <algorithm>
@@ -81,8 +88,9 @@ struct slab : segment {
 /// Tokens that one piece of memory must wait for, at most one per timeline (the latest point).
 using token_set = std::vector<token>;
 
-/// Adds `t` to `set`, keeping one token per timeline and dropping complete ones.
-void merge_token(token_set& set, const token& t);
+/// Adds `t` to `set`, keeping one token per timeline and dropping complete ones. Returns false
+/// when `t` was dropped (complete already, or no timeline).
+bool merge_token(token_set& set, const token& t);
 
 /// Addresses as integers, which the block arena and the slab pages compute with, and back.
 [[nodiscard]] inline void* to_ptr(std::uintptr_t a) noexcept {

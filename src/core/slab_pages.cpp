@@ -1,6 +1,8 @@
 // streampool: slab pages (slab_pages.hpp).
 #include "slab_pages.hpp"
 
+#include <algorithm>
+
 #include "segment.hpp"
 #include "streampool/error.hpp"
 
@@ -53,6 +55,48 @@ void* slab_pages::give(const void* p, std::size_t bytes) {
   }
   STREAMPOOL_ASSERT(false && "slab_pages::give: not a shared page's slab");
   return nullptr;
+}
+
+std::string slab_pages::find_broken(
+    const std::vector<std::pair<std::uintptr_t, std::size_t>>& slabs, bool exact) const {
+  std::vector<std::uint64_t> covered(pages_.size(), 0);
+  for (const auto& slab : slabs) {
+    const std::uintptr_t base = slab.first;
+    const std::size_t bytes = slab.second;
+    const auto in = std::find_if(pages_.begin(), pages_.end(), [&](const page& pg) {
+      return base >= pg.base && base < pg.base + page_bytes_;
+    });
+    if (in == pages_.end() || (base - in->base) % slot_bytes != 0 || bytes % slot_bytes != 0 ||
+        bytes == 0 || base + bytes > in->base + page_bytes_) {
+      return format("slab pages: slab [%#zx, +%zu) is not a run of slots of one listed page",
+                    static_cast<std::size_t>(base), bytes);
+    }
+    const auto i = static_cast<std::size_t>(in - pages_.begin());
+    const std::uint64_t m = run_mask((base - in->base) / slot_bytes, bytes / slot_bytes);
+    if ((covered[i] & m) != 0) {
+      return format("slab pages: slab [%#zx, +%zu) overlaps another slab of page %#zx",
+                    static_cast<std::size_t>(base), bytes, static_cast<std::size_t>(in->base));
+    }
+    covered[i] |= m;
+    if ((in->used & m) != m) {
+      return format("slab pages: slab [%#zx, +%zu) lies on slots %#llx of page %#zx, used %#llx",
+                    static_cast<std::size_t>(base), bytes, static_cast<unsigned long long>(m),
+                    static_cast<std::size_t>(in->base), static_cast<unsigned long long>(in->used));
+    }
+  }
+  for (std::size_t i = 0; i < pages_.size(); ++i) {
+    if (pages_[i].used == 0) {
+      return format("slab pages: page %#zx is listed with no slot used",
+                    static_cast<std::size_t>(pages_[i].base));
+    }
+    if (exact && pages_[i].used != covered[i]) {
+      return format("slab pages: page %#zx has slots %#llx used, its slabs cover %#llx",
+                    static_cast<std::size_t>(pages_[i].base),
+                    static_cast<unsigned long long>(pages_[i].used),
+                    static_cast<unsigned long long>(covered[i]));
+    }
+  }
+  return {};
 }
 
 std::vector<void*> slab_pages::bases() const {

@@ -11,13 +11,21 @@
 // Bookkeeping only: the pool creates and releases the pages (the upstream calls) and guards this
 // structure with its segment lock. A page goes back when its last slab does.
 //
-// Invariants: slabs taken from one page never overlap (disjoint bit runs); a page is listed
-// exactly while some slot of it is used or it was just added; give() receives exactly what
-// take() returned.
+// Invariants (find_broken() checks them against the pool's slabs; pool_state::validate() calls it):
+//   - slabs taken from one page never overlap (disjoint bit runs), and each lies in one listed
+//     page on slots marked used: for every slab s in a page pg,
+//         run(s) = run_mask((s.base - pg.base) / slot_bytes, s.bytes / slot_bytes) ⊆ pg.used;
+//   - pg.used == OR of run(s) over the slabs in pg, once the pool has registered every slab it
+//     took slots for (a slab is registered just after its slots are taken);
+//   - a page is listed exactly while some slot of it is used: pg.used != 0 (take() follows add()
+//     under the same lock);
+//   - give() receives exactly what take() returned.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace streampool::detail {
@@ -48,6 +56,12 @@ class slab_pages {
   /// Every listed page's base (the pool's destructor releases them).
   [[nodiscard]] std::vector<void*> bases() const;
   [[nodiscard]] std::size_t pages() const noexcept { return pages_.size(); }
+
+  /// Checks the invariants above for `slabs` (base and bytes of every slab living in a page);
+  /// `exact`: every slab that took slots is among them. Returns the first broken invariant,
+  /// named, with the numbers; empty when all hold. Linear in slabs and pages.
+  [[nodiscard]] std::string find_broken(
+      const std::vector<std::pair<std::uintptr_t, std::size_t>>& slabs, bool exact) const;
 
  private:
   struct page {

@@ -1,46 +1,95 @@
+// streampool: the stream cache's slow paths: stealing, orphaning, detaching, statistics and its
+// own invariants (stream_cache.hpp; the fast path is inline there).
 #include "stream_cache.hpp"
 
 #include "pool_state.hpp"
+#include "streampool/error.hpp"
 
 namespace streampool::detail {
 
-stream_cache::stream_cache(pool_state& pool, std::weak_ptr<pool_state> weak_pool,
-                           std::weak_ptr<timeline> l, std::uint64_t timeline_id)
-    : line(std::move(l)),
-      pool_(&pool),
-      weak_pool_(std::move(weak_pool)),
-      pool_id_(pool.id()),
-      timeline_id_(timeline_id) {}
+stream_cache::stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool,
+                           std::weak_ptr<timeline> line, std::uint64_t timeline_id,
+                           std::size_t shard)
+    : line_(std::move(line)),
+      pool_(std::move(pool)),
+      pool_id_(pool_id),
+      timeline_id_(timeline_id),
+      shard_(shard) {}
+
+bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line) {
+  const std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || detached_ || orphaned_ || bins_[cls].empty()) return false;
+  auto& bin = bins_[cls];
+  out = bin.front();
+  bin.erase(bin.begin());
+  bin_bytes_[cls] -= class_size(cls);
+  line = line_.lock();
+  return true;
+}
 
 void stream_cache::orphan() {
   std::vector<entry> all;
   {
-    std::lock_guard lock(mu);
-    if (detached || orphaned) return;
-    orphaned = true;
-    for (std::size_t c = 0; c < bins.size(); ++c) {
-      all.insert(all.end(), bins[c].begin(), bins[c].end());
-      bins[c].clear();
-      bin_bytes[c] = 0;
+    const std::lock_guard lock(mu_);
+    if (detached_ || orphaned_) return;
+    orphaned_ = true;
+    for (std::size_t c = 0; c < bins_.size(); ++c) {
+      all.insert(all.end(), bins_[c].begin(), bins_[c].end());
+      bins_[c].clear();
+      bin_bytes_[c] = 0;
     }
   }
   // The pool may be going away concurrently; the weak reference decides. If this ends up holding
   // the last reference, the pool is destroyed right here, which is fine: no lock is held.
-  if (auto p = weak_pool_.lock()) {
-    p->stream_gone(shard);
-    p->add_live(live_delta.exchange(0, std::memory_order_relaxed));
+  if (auto p = pool_.lock()) {
+    p->stream_gone(shard_);
+    p->add_live(live_delta_.exchange(0, std::memory_order_relaxed));
     p->take_orphans(all);
   }
 }
 
 void stream_cache::detach() {
-  std::lock_guard lock(mu);
-  detached = true;
-  pool_ = nullptr;
-  for (std::size_t c = 0; c < bins.size(); ++c) {
-    bins[c].clear();
-    bin_bytes[c] = 0;
+  const std::lock_guard lock(mu_);
+  detached_ = true;
+  for (std::size_t c = 0; c < bins_.size(); ++c) {
+    bins_[c].clear();
+    bin_bytes_[c] = 0;
   }
+}
+
+std::size_t stream_cache::cached_bytes() const {
+  const std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (std::size_t b : bin_bytes_) n += b;
+  return n;
+}
+
+bool stream_cache::orphaned() const {
+  const std::lock_guard lock(mu_);
+  return orphaned_;
+}
+
+std::string stream_cache::find_broken_locked() const {
+  for (std::size_t c = 0; c < max_classes; ++c) {
+    if (bin_bytes_[c] != bins_[c].size() * class_size(c)) {
+      return format(
+          "stream cache (timeline %llu): bin bytes: class %zu holds %zu bytes by its count, "
+          "%zu entries x %zu bytes = %zu by its entries",
+          static_cast<unsigned long long>(timeline_id_), c, bin_bytes_[c], bins_[c].size(),
+          class_size(c), bins_[c].size() * class_size(c));
+    }
+    if ((orphaned_ || detached_) && !bins_[c].empty()) {
+      return format("stream cache (timeline %llu): %s, yet class %zu holds %zu entries",
+                    static_cast<unsigned long long>(timeline_id_),
+                    orphaned_ ? "orphaned" : "detached", c, bins_[c].size());
+    }
+  }
+  if (const std::int64_t d = pending_live(); d >= live_flush_bytes || d <= -live_flush_bytes) {
+    return format("stream cache (timeline %llu): live delta %lld is not below the flush size %lld",
+                  static_cast<unsigned long long>(timeline_id_), static_cast<long long>(d),
+                  static_cast<long long>(live_flush_bytes));
+  }
+  return {};
 }
 
 }  // namespace streampool::detail

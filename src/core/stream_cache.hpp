@@ -1,29 +1,52 @@
 // streampool: the stream cache, blocks freed on one stream kept for reuse on that stream.
 //
+// Glossary
+//   bin      the chunks of one size class freed on this stream and not yet reused, oldest first.
+//            An entry keeps the timeline's point at its free: on this stream it needs no wait
+//            (in-order queue); anywhere else that point becomes its token.
+//   spill    a bin over the pool's stream_cache_bytes gives its older half, with tokens, to the
+//            pool's shared lists, where other streams can use it.
+//   steal    another stream takes a bin's oldest entry (behind a device-side wait) rather than
+//            grow the pool.
+//   drain    every entry leaves for the shared lists (trim, out-of-memory, the pool's end).
+//
 // One per (timeline, pool). Shared by the timeline (which finds it on the fast path) and by the
 // pool (which walks its caches for statistics, trim and its own destruction). Whichever goes
 // first tells the other through the cache:
 //   orphan()  the timeline retired: its points are all complete, so the entries go back to the
 //             pool's shared lists as free memory with no tokens (if the pool still exists);
 //   detach()  the pool is being destroyed: the entries are dropped (the pool releases the
-//             segments) and later pushes are refused.
-// Lock order: pool caches lock -> cache lock -> shared class lock.
+//             segments); nothing frees into a pool being destroyed.
+//
+// Invariants, under mu_ (pool_state::validate() checks them), for every size class c:
+//   bin_bytes_[c] == bins_[c].size() * class_size(c)
+//   e.owner->size_class == c  and  e.owner->state(e.owner->index_of(e.p)) == chunk_free
+//                                                               for every entry e of bins_[c]
+//   orphaned_ || detached_  ==>  bins_[c].empty()
+//   allocations_ and deallocations_ only grow; live_delta_ lies in (-live_flush_bytes,
+//   live_flush_bytes).
+// Lock order: pool caches lock -> cache lock -> shared class lock (a spill pushes to the shared
+// lists under this cache's lock).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "size_classes.hpp"
 #include "spinlock.hpp"
+#include "streampool/error.hpp"
 #include "streampool/timeline.hpp"
 
 namespace streampool::detail {
 
 class pool_state;
 struct slab;
+struct test_access;
 
 // Cache-line aligned: each thread's stream cache is written on every alloc and free, and must not
 // share a line with another thread's.
@@ -35,54 +58,166 @@ class alignas(64) stream_cache {
     timeline::point at;  // the timeline's point when it was freed
   };
 
-  stream_cache(pool_state& pool, std::weak_ptr<pool_state> weak_pool, std::weak_ptr<timeline> line,
-               std::uint64_t timeline_id);
-
-  [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
-  [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
-
-  void orphan();
-  void detach();
-
-  spinlock mu;  // guards bins, bin_bytes, orphaned, detached
-  std::array<std::vector<entry>, max_classes> bins;
-  std::array<std::size_t, max_classes> bin_bytes{};
-  bool orphaned = false;
-  bool detached = false;
-  std::weak_ptr<timeline> line;
-  std::size_t shard = 0;  // the pool's large shard for this stream (large_shard.hpp); set once
-
-  // Statistics: written under mu by one writer at a time, read without it.
-  std::atomic<std::uint64_t> allocations{0};
-  std::atomic<std::uint64_t> deallocations{0};
+  /// A change of this stream's live bytes: `delta` is what is pending here after it; `flush`
+  /// says it reached live_flush_bytes either way and was reset: the caller adds `delta` to the
+  /// pool's counter after unlocking (pool_state::add_live), else it stays pending here.
+  struct counted {
+    std::int64_t delta;
+    bool flush;
+  };
   // Live bytes allocated minus freed on this stream (small and large blocks) and not yet added to
   // the pool's live counter: it is added once its magnitude reaches live_flush_bytes, so that a
   // stream's allocations and frees touch no shared cache line (one shared counter cost 16 threads
   // 12x their 4 KiB pair rate on the H200). Large blocks are 256 KiB and up, and random sizes
   // walk the delta away from zero, so the step is large: at 64 KiB the mixed pattern flushed on
-  // almost every large call. Written under mu, read without it.
-  std::atomic<std::int64_t> live_delta{0};
+  // almost every large call.
   static constexpr std::int64_t live_flush_bytes = std::int64_t{16} << 20;
 
-  /// Under mu: adds `bytes` (negative for a free) to live_delta. Returns the delta; once it
-  /// reaches the flush size either way, live_delta is reset and the caller adds the returned
-  /// delta to the pool's counter after unlocking (add_live), else it stays pending here.
-  struct counted {
-    std::int64_t delta;
-    bool flush;
-  };
+  stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool, std::weak_ptr<timeline> line,
+               std::uint64_t timeline_id, std::size_t shard);
+
+  [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
+  [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
+  /// The pool's large shard for this stream (large_shard.hpp).
+  [[nodiscard]] std::size_t shard() const noexcept { return shard_; }
+
+  // ---- the fast path (each takes mu_) ----
+
+  /// The most recently freed chunk of class `cls` (warm, and freed on this very stream: no wait
+  /// is ever needed), counted as an allocation; false when the bin is empty.
+  bool pop(std::size_t cls, entry& out, counted& live) noexcept {
+    const std::lock_guard lock(mu_);
+    auto& bin = bins_[cls];
+    if (bin.empty()) return false;
+    out = bin.back();
+    bin.pop_back();
+    const std::size_t bytes = class_size(cls);
+    bin_bytes_[cls] -= bytes;
+    bump(allocations_);
+    live = count_live_locked(static_cast<std::int64_t>(bytes));
+    return true;
+  }
+
+  /// Keeps a chunk of class `cls` (`bytes` == class_size(cls), which the caller has at hand)
+  /// freed on this stream, counted as a free. When the bin then holds more than `limit` bytes,
+  /// its older half goes to `spill(entry, line)` (this stream's timeline, null once it is gone),
+  /// still under mu_; the most recently freed half stays (warm, and the likeliest to be reused
+  /// here).
+  template <class Spill>
+  counted push(std::size_t cls, std::size_t bytes, const entry& e, std::size_t limit,
+               Spill&& spill) {
+    STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
+    const std::lock_guard lock(mu_);
+    bump(deallocations_);
+    bins_[cls].push_back(e);
+    bin_bytes_[cls] += bytes;
+    const counted n = count_live_locked(-static_cast<std::int64_t>(bytes));
+    if (bin_bytes_[cls] > limit) [[unlikely]]
+      spill_older_half(cls, bytes, spill);
+    return n;
+  }
+
+  /// Adds `bytes` (negative for a free) of a large block to this stream's live delta.
   counted count_live(std::int64_t bytes) noexcept {
-    const std::int64_t d = live_delta.load(std::memory_order_relaxed) + bytes;
-    const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
-    live_delta.store(flush ? 0 : d, std::memory_order_relaxed);
-    return {d, flush};
+    const std::lock_guard lock(mu_);
+    return count_live_locked(bytes);
+  }
+
+  // ---- the slow paths ----
+
+  /// For another stream: the oldest chunk of class `cls` (the likeliest to be complete) and this
+  /// stream's timeline (null once it is gone), for its token. Only when the lock is free (a busy
+  /// cache belongs to a running thread: skipped, never waited for) and the cache is neither
+  /// orphaned nor detached.
+  bool try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line);
+
+  /// Hands every entry to `take(cls, entry, line)` (line: this stream's timeline, null once it is
+  /// gone) and empties the bins, under mu_. Nothing on a detached cache.
+  template <class Take>
+  void drain(Take&& take) {
+    const std::lock_guard lock(mu_);
+    if (detached_) return;
+    const std::shared_ptr<timeline> line = line_.lock();
+    for (std::size_t cls = 0; cls < max_classes; ++cls) {
+      for (const entry& e : bins_[cls]) take(cls, e, line);
+      bins_[cls].clear();
+      bin_bytes_[cls] = 0;
+    }
+  }
+
+  void orphan();
+  void detach();
+
+  // ---- statistics: read without the lock, except where said ----
+
+  [[nodiscard]] std::uint64_t allocations() const noexcept {
+    return allocations_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t deallocations() const noexcept {
+    return deallocations_.load(std::memory_order_relaxed);
+  }
+  /// Live bytes not yet added to the pool's counter.
+  [[nodiscard]] std::int64_t pending_live() const noexcept {
+    return live_delta_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t contended() const noexcept { return mu_.contended(); }
+  /// Bytes in the bins (takes mu_).
+  [[nodiscard]] std::size_t cached_bytes() const;
+  /// The timeline retired (takes mu_): the cache is empty for good.
+  [[nodiscard]] bool orphaned() const;
+
+  // ---- validation (pool_state::validate holds every cache's lock at once) ----
+
+  [[nodiscard]] std::unique_lock<spinlock> hold() const { return std::unique_lock(mu_); }
+  /// Under hold(): the first broken invariant of this header, or empty.
+  [[nodiscard]] std::string find_broken_locked() const;
+  /// Under hold(): f(cls, entry) for every entry.
+  template <class F>
+  void for_each_entry_locked(F&& f) const {
+    for (std::size_t cls = 0; cls < max_classes; ++cls)
+      for (const entry& e : bins_[cls]) f(cls, e);
   }
 
  private:
-  pool_state* pool_;  // valid until detach()
-  std::weak_ptr<pool_state> weak_pool_;
-  std::uint64_t pool_id_;
-  std::uint64_t timeline_id_;
+  friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
+
+  /// push()'s spill, out of line: it runs once in many frees.
+  template <class Spill>
+  [[gnu::noinline]] void spill_older_half(std::size_t cls, std::size_t bytes, Spill& spill) {
+    auto& bin = bins_[cls];
+    const std::size_t older = bin.size() / 2;
+    const std::shared_ptr<timeline> line = line_.lock();
+    for (std::size_t i = 0; i < older; ++i) spill(bin[i], line);
+    bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(older));
+    bin_bytes_[cls] = bin.size() * bytes;
+  }
+
+  /// Statistics are written under mu_ (one writer at a time), read without it: a plain
+  /// load-and-store, no read-modify-write on the fast path.
+  static void bump(std::atomic<std::uint64_t>& n) noexcept {
+    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  counted count_live_locked(std::int64_t bytes) noexcept {
+    const std::int64_t d = live_delta_.load(std::memory_order_relaxed) + bytes;
+    const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
+    live_delta_.store(flush ? 0 : d, std::memory_order_relaxed);
+    return {d, flush};
+  }
+
+  mutable spinlock mu_;  // guards bins_, bin_bytes_, orphaned_, detached_
+  std::array<std::vector<entry>, max_classes> bins_;
+  std::array<std::size_t, max_classes> bin_bytes_{};
+  bool orphaned_ = false;
+  bool detached_ = false;
+  const std::weak_ptr<timeline> line_;
+  const std::weak_ptr<pool_state> pool_;
+  const std::uint64_t pool_id_;
+  const std::uint64_t timeline_id_;
+  const std::size_t shard_;
+
+  std::atomic<std::uint64_t> allocations_{0};
+  std::atomic<std::uint64_t> deallocations_{0};
+  std::atomic<std::int64_t> live_delta_{0};
 };
 
 }  // namespace streampool::detail

@@ -1,0 +1,66 @@
+// streampool: the pool's side of the stream caches (stream_cache.hpp): the registry (a cache per
+// stream that used the pool, each given a large shard), stealing from other streams' caches
+// before the pool grows, and flushing every cache into the shared lists. The fast path never
+// comes here: it finds its cache through the timeline.
+#include "pool_state.hpp"
+
+namespace streampool::detail {
+
+std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
+  std::lock_guard lock(caches_mu_);
+  // The shard with the fewest live streams, the lowest first: a new stream gets the memory of
+  // one that is gone (a program that replaces its streams, or a benchmark's next round), not an
+  // empty shard next to a full one that nobody uses.
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < shard_count; ++i)
+    if (shards_[i]->streams.load() < shards_[best]->streams.load()) best = i;
+  shards_[best]->streams.fetch_add(1);
+  auto c =
+      std::make_shared<stream_cache>(id_, weak_from_this(), line.weak_from_this(), line.id(), best);
+  caches_.push_back(c);
+  return c;
+}
+
+void pool_state::stream_gone(std::size_t shard) { shards_[shard]->streams.fetch_sub(1); }
+
+void pool_state::take_orphans(std::vector<stream_cache::entry>& entries) {
+  for (auto& e : entries) push_shared(e.owner->size_class, free_chunk{e.p, e.owner, {}});
+}
+
+std::vector<std::shared_ptr<stream_cache>> pool_state::caches() const {
+  std::lock_guard lock(caches_mu_);
+  return caches_;
+}
+
+void pool_state::flush_caches() {
+  for (auto& c : caches()) {
+    c->drain([this](std::size_t cls, const stream_cache::entry& e,
+                    const std::shared_ptr<timeline>& line) {
+      token_set tokens;
+      if (line) merge_token(tokens, token{line, e.at});
+      push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+    });
+  }
+}
+
+void* pool_state::try_steal(stream_ref s, std::size_t cls) {
+  // Before growing: a chunk another stream freed and keeps in its own cache. Its work may still
+  // run, so s waits for it on the device; that is the cross-stream reuse the pool prefers to new
+  // memory. Other caches are only try-locked: a busy one is skipped, never waited for.
+  const timeline* me = &s.get_timeline();
+  for (auto& c : caches()) {
+    if (c->timeline_id() == me->id()) continue;
+    stream_cache::entry e{};
+    std::shared_ptr<timeline> line;
+    if (!c->try_steal(cls, e, line)) continue;
+    token_set tokens;
+    if (line) merge_token(tokens, token{line, e.at});
+    const bool waited = order_after(s, tokens);
+    count_chunk_out(class_size(cls), /*fresh=*/false, waited);
+    e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+    return e.p;
+  }
+  return nullptr;
+}
+
+}  // namespace streampool::detail

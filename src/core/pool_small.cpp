@@ -1,0 +1,293 @@
+// streampool: small blocks (up to small_max), allocation and free.
+//
+// The fast path is a hit in the stream's own cache, both ways: allocate() pops the chunk freed
+// last on this stream, deallocate_chunk() pushes onto it; each takes only the cache's spinlock,
+// and neither waits (the stream's queue is in order). Everything else is out of line, the way
+// mimalloc splits _mi_page_malloc from _mi_malloc_generic: allocate_small() (shared lists, a
+// fresh chunk, a steal, a new slab) and deallocate_chunk_slow() (no stream, recorded uses,
+// poisoning, double frees). The live accounting both paths end in is here too, so that the fast
+// path inlines it.
+#include <algorithm>
+
+#include "pool_state.hpp"
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+namespace {
+
+constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device's memory
+
+constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+void pool_state::check_request(stream_ref s, std::size_t bytes) const {
+  STREAMPOOL_EXPECTS(bytes <= max_request,
+                     format("allocate: %zu bytes is beyond any device (at most %zu); a size "
+                            "computation overflowed?",
+                            bytes, max_request));
+  STREAMPOOL_EXPECTS(
+      s.get_device().id() == device_id_,
+      format("allocate: stream (timeline %llu) belongs to device %llu, but pool %llu "
+             "allocates on device %llu",
+             static_cast<unsigned long long>(s.get_timeline().id()),
+             static_cast<unsigned long long>(s.get_device().id()),
+             static_cast<unsigned long long>(id_), static_cast<unsigned long long>(device_id_)));
+}
+
+// ---- live accounting --------------------------------------------------------------------------
+
+inline void pool_state::publish_live(const stream_cache::counted& n, bool allocation) noexcept {
+  if (n.flush) {
+    add_live(n.delta);
+  } else if (allocation) {
+    note_peak(n.delta);
+  }
+}
+
+void pool_state::count_live(stream_cache& c, std::int64_t bytes) {
+  publish_live(c.count_live(bytes), /*allocation=*/bytes > 0);
+}
+
+void pool_state::count_allocation(std::size_t bytes) noexcept {
+  const std::size_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+void pool_state::count_deallocation(std::size_t bytes) noexcept {
+  live_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+void pool_state::note_peak(std::int64_t pending) noexcept {
+  // Two loads of lines that are rarely written (the counters change at flushes, the peak at new
+  // peaks), so the fast path shares no written cache line; a store only at a new peak.
+  const auto live = static_cast<std::int64_t>(live_.load(std::memory_order_relaxed)) + pending;
+  if (live <= 0) return;
+  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  while (static_cast<std::size_t>(live) > peak &&
+         !peak_live_.compare_exchange_weak(peak, static_cast<std::size_t>(live),
+                                           std::memory_order_relaxed)) {
+  }
+}
+
+void pool_state::add_live(std::int64_t delta) noexcept {
+  if (delta > 0) count_allocation(static_cast<std::size_t>(delta));
+  if (delta < 0) count_deallocation(static_cast<std::size_t>(-delta));
+}
+
+// ---- allocation -------------------------------------------------------------------------------
+
+void* pool_state::allocate(stream_ref s, std::size_t bytes) {
+  check_request(s, bytes);
+  // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
+  // may free it like any other pointer.
+  if (bytes == 0) bytes = 1;
+  if (bytes > options_.small_max) return allocate_large(s, bytes);
+  const std::size_t cls = class_of(bytes);
+  stream_cache::entry e{};
+  stream_cache::counted n{};
+  if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
+    return allocate_small(s, cls);  // the slow path, out of line
+  }
+  // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
+  // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
+  e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+  publish_live(n, /*allocation=*/true);
+  return e.p;
+}
+
+void* pool_state::allocate_small(stream_ref s, std::size_t cls) {
+  return with_reclaim(class_size(cls), [&]() -> void* {
+    if (void* p = try_shared_small(s, cls)) return p;
+    if (void* p = try_steal(s, cls)) return p;
+    return new_slab_chunk(cls);
+  });
+}
+
+void* pool_state::try_shared_small(stream_ref s, std::size_t cls) {
+  const timeline* me = &s.get_timeline();
+  class_list& l = shared_[cls];
+  free_chunk taken{nullptr, nullptr, {}};
+  bool fresh = false;
+  {
+    std::lock_guard lock(l.mu);
+    auto& v = l.chunks;
+    // 1. A freed chunk that needs no wait: the most recently freed first, a bounded scan.
+    const std::size_t n = v.size();
+    for (std::size_t i = n, scanned = 0; i-- > 0 && scanned < 32; ++scanned) {
+      if (all_ready_for(v[i].tokens, me)) {
+        taken = std::move(v[i]);
+        v[i] = std::move(v.back());
+        v.pop_back();
+        break;
+      }
+    }
+    // 2. A chunk never handed out, from a slab already reserved.
+    if (taken.p == nullptr && !l.carving.empty()) {
+      slab* sl = l.carving.back();
+      STREAMPOOL_ASSERT_INTERNAL(sl->carved < sl->chunks);  // full slabs leave `carving`
+      taken = {sl->chunk_at(sl->carve_index(sl->carved)), sl, {}};
+      if (++sl->carved == sl->chunks) l.carving.pop_back();
+      fresh = true;
+    }
+    // 3. A freed chunk whose work may still run: reuse it behind a device-side wait rather than
+    //    growing the pool. The oldest is the likeliest to be done by the time the wait runs.
+    if (taken.p == nullptr && !v.empty()) {
+      taken = std::move(v.front());
+      v.front() = std::move(v.back());
+      v.pop_back();
+    }
+  }
+  if (taken.p == nullptr) return nullptr;
+  const bool waited = order_after(s, taken.tokens);
+  count_chunk_out(class_size(cls), fresh, waited);
+  taken.owner->state(taken.owner->index_of(taken.p)).store(chunk_live, std::memory_order_release);
+  return taken.p;
+}
+
+void* pool_state::new_slab_chunk(std::size_t cls) {
+  const std::size_t chunk = class_size(cls);
+  const growing_scope growing(growing_);
+  // A slab smaller than the granularity shares a slab page with other classes' slabs: at least
+  // four chunks and 64 KiB (a 64 KiB slab holds 256 chunks of the smallest class). One that is
+  // not is an upstream allocation of its own, of at least eight chunks and 2 MiB, so that the
+  // upstream call is amortised and a large class does not strand much in a half-used slab.
+  const std::size_t g = backend_->caps().granularity;
+  std::size_t bytes = round_up(std::max(chunk * 4, slab_pages::slot_bytes), slab_pages::slot_bytes);
+  if (!slab_pages_.shares(bytes)) bytes = round_up(std::max(chunk * 8, std::size_t{2} << 20), g);
+  void* base = slab_memory(bytes);
+  // Under a memory limit the full slab may not fit even in an empty pool (eight 1 MiB chunks are
+  // 8 MiB, over a 4 MiB limit), which failed requests the limit allows with "reserved 0 bytes".
+  // A slab of just what one chunk needs beats failing.
+  std::size_t smallest = round_up(chunk, slab_pages::slot_bytes);
+  if (!slab_pages_.shares(smallest)) smallest = round_up(chunk, g);
+  if (base == nullptr && bytes > smallest) {
+    bytes = smallest;
+    base = slab_memory(bytes);
+  }
+  if (base == nullptr) return nullptr;
+  auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
+  slab* sl = owned.get();
+  sl->carved = 1;  // not yet visible to anyone: no lock needed
+  sl->state(sl->carve_index(0)).store(chunk_live, std::memory_order_release);
+  {
+    std::lock_guard lock(segments_mu_);
+    map_.insert(base, bytes, sl);
+    slabs_.emplace(base, std::move(owned));
+    if (!slab_pages_.shares(bytes)) unpublished_ -= bytes;  // registered now (grow())
+  }
+  if (sl->chunks > 1) {
+    std::lock_guard lock(shared_[cls].mu);
+    shared_[cls].carving.push_back(sl);
+  }
+  count_chunk_out(chunk, /*fresh=*/true, /*waited=*/false);
+  return base;
+}
+
+void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noexcept {
+  (fresh    ? fresh_allocations_
+   : waited ? waited_reuses_
+            : ready_reuses_)
+      .fetch_add(1, std::memory_order_relaxed);
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  count_allocation(bytes);
+}
+
+// ---- deallocation -----------------------------------------------------------------------------
+
+void pool_state::deallocate(stream_ref s, void* p) {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "deallocate");
+  if (seg->kind == segment_kind::large) {
+    deallocate_large(static_cast<large_range&>(*seg), p, {}, &s);
+    return;
+  }
+  deallocate_chunk(static_cast<slab&>(*seg), p, &s, {});
+}
+
+void pool_state::deallocate(void* p, std::span<const token> uses) {
+  segment* seg = map_.find(p);
+  if (seg == nullptr) bad_pointer(p, "deallocate");
+  if (seg->kind == segment_kind::large) {
+    deallocate_large(static_cast<large_range&>(*seg), p, uses, nullptr);
+    return;
+  }
+  deallocate_chunk(static_cast<slab&>(*seg), p, nullptr, uses);
+}
+
+void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses) {
+  const std::size_t i = sl.index_of(p);
+  if (sl.chunk_at(i) != p) [[unlikely]] {
+    not_a_chunk_start(sl, p);
+  }
+  // The exchange makes a double free (even a racing one) fail for exactly one caller, before
+  // anything else changes.
+  const std::uint8_t old = sl.state(i).exchange(chunk_free, std::memory_order_acq_rel);
+  if (old != chunk_live || s == nullptr || options_.poison_on_free) [[unlikely]] {
+    if (!deallocate_chunk_slow(sl, p, old, s, uses)) return;
+  }
+  // Fast path: freed on s with no use recorded on another stream: s's own cache.
+  cache_chunk(sl, p, *s);
+}
+
+void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
+  timeline& line = s.get_timeline();
+  const std::size_t cls = sl.size_class;
+  // What the bin spills goes where other streams can use it, with its token.
+  const auto spill = [this, cls](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
+    token_set tokens;
+    if (l) merge_token(tokens, token{l, e.at});
+    push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+  };
+  const stream_cache::counted n = cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()},
+                                                      options_.stream_cache_bytes, spill);
+  publish_live(n, /*allocation=*/false);
+}
+
+bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stream_ref* s,
+                                       std::span<const token> uses) {
+  if (old == chunk_free) {
+    STREAMPOOL_FAIL(
+        format("deallocate: %s (block of %zu bytes in pool %llu) is not allocated: "
+               "double free",
+               format_ptr(p).c_str(), sl.chunk_size, static_cast<unsigned long long>(id_)));
+  }
+  token_set tokens;
+  if (old == chunk_live_with_uses) {
+    tokens = take_uses(p);
+    resolve_at_free(tokens);
+  }
+  // Poison only behind every recorded use: a fill on s while another stream's declared use may
+  // still run would itself be the unordered write the checking mode exists to catch.
+  if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
+    s->submit(command::make(fill_command{p, 0xDB, 1, sl.chunk_size}));
+  }
+  if (s != nullptr && old == chunk_live) return true;  // poisoned: on to s's cache
+  // No live stream, or uses recorded on other streams: the shared list, with every token.
+  if (s != nullptr) merge_token(tokens, s->now());
+  for (const token& t : uses) merge_token(tokens, t);
+  deallocations_.fetch_add(1, std::memory_order_relaxed);
+  count_deallocation(sl.chunk_size);
+  push_shared(sl.size_class, free_chunk{p, &sl, std::move(tokens)});
+  return false;
+}
+
+void pool_state::not_a_chunk_start(const slab& sl, const void* p) const {
+  const std::size_t i = sl.index_of(p);
+  STREAMPOOL_FAIL(
+      format("deallocate: %s is inside the block %s of %zu bytes (offset %zu), not "
+             "at its start",
+             format_ptr(p).c_str(), format_ptr(sl.chunk_at(i)).c_str(), sl.chunk_size,
+             static_cast<std::size_t>(static_cast<const std::byte*>(p) -
+                                      static_cast<const std::byte*>(sl.chunk_at(i)))));
+}
+
+void pool_state::push_shared(std::size_t cls, free_chunk c) {
+  STREAMPOOL_ASSERT_INTERNAL(c.owner->size_class == cls);
+  std::lock_guard lock(shared_[cls].mu);
+  shared_[cls].chunks.push_back(std::move(c));
+}
+
+}  // namespace streampool::detail
