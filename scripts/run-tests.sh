@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and tests streampool: the release preset, then debug (STREAMPOOL_DEBUG_LEVEL=3: every
+# Builds and tests streampool: the release preset, then lint (scripts/lint.sh: clang-format and
+# clang-tidy over the tree, either finding fails the run), then debug (STREAMPOOL_DEBUG_LEVEL=3: every
 # assertion, and pool_state::validate() after every trim and large free), then ASan+UBSan, then
 # TSan, then (in CI, or when clang is installed) the fuzz preset: the model fuzzer briefly, the C
 # ABI fuzzer for 60 s.
@@ -8,7 +9,7 @@
 #
 # Environment:
 #   STREAMPOOL_QUICK=1        release preset only (skip the sanitizer builds), for local use.
-#   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release asan tsan debug).
+#   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release lint debug asan tsan fuzz).
 # Every preset runs even when an earlier one failed; the exit status is non-zero when any
 # configure, build or test step failed. CTest's summary of every preset is repeated at the end.
 set -euo pipefail
@@ -21,7 +22,7 @@ if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
 elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
-  presets=(release debug asan tsan)
+  presets=(release lint debug asan tsan)
   # clang + libFuzzer: a short run of the model fuzzer and 60 s of the C ABI fuzzer (fuzz/,
   # docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
@@ -47,8 +48,22 @@ cmake --version | head -n1
 failed=()
 summaries=()
 
+run_lint() {
+  section "lint: clang-format and clang-tidy (-j${SP_JOBS})"
+  if bash scripts/lint.sh all build/release; then
+    summaries+=("---- lint" "format and clang-tidy clean")
+    return 0
+  fi
+  summaries+=("---- lint" "FAILED: a format difference or a clang-tidy finding (above)")
+  return 1
+}
+
 run_preset() {
   local preset=$1 rc
+  if [[ ${preset} == lint ]]; then
+    run_lint
+    return
+  fi
   local log="build/${preset}/ctest.log"
   section "${preset}: configure"
   local extra=()

@@ -15,8 +15,8 @@ page_map::~page_map() {
 
 void page_map::set(std::uintptr_t page, segment* s) {
   STREAMPOOL_EXPECTS(page >> (top_bits + mid_bits + leaf_bits) == 0,
-                     format("address %s is beyond the 48-bit range the page map covers",
-                            format_ptr(reinterpret_cast<void*>(page << page_shift)).c_str()));
+                     format("address %#llx is beyond the 48-bit range the page map covers",
+                            static_cast<unsigned long long>(page << page_shift)));
   auto& mslot = top_[page >> (mid_bits + leaf_bits)];
   mid_node* m = mslot.load(std::memory_order_acquire);
   if (m == nullptr) {

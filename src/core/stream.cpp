@@ -1,7 +1,6 @@
 #include "streampool/stream.hpp"
 
 #include <algorithm>
-#include <ranges>
 #include <utility>
 #include <vector>
 
@@ -98,10 +97,11 @@ stream_ref default_stream(const device& d) {
 }
 
 stream_ref current_stream(const device& d) {
-  // Innermost first.
-  for (const auto& [id, state] : std::views::reverse(this_thread.scopes))
-    if (id == d.id()) return detail::access::make_ref(state);
-  return default_stream(d);
+  const auto& scopes = this_thread.scopes;
+  const auto innermost = std::find_if(scopes.rbegin(), scopes.rend(),
+                                      [&](const auto& scope) { return scope.first == d.id(); });
+  return innermost != scopes.rend() ? detail::access::make_ref(innermost->second)
+                                    : default_stream(d);
 }
 
 stream_scope::stream_scope(stream_ref s) : device_id_(s.get_device().id()) {

@@ -65,10 +65,10 @@ void race_checker::access(std::size_t queue, const vector_clock& vc, const void*
     auto report = [&](const use& prev, const char* what) {
       if (violations_.size() < 64) {
         violations_.push_back(format(
-            "unordered reuse: queue %u (clock %llu) %s granule %s, last %s by queue %u at clock "
+            "unordered reuse: queue %u (clock %llu) %s granule %#llx, last %s by queue %u at clock "
             "%llu, which this queue is not ordered after (it knows clock %llu of that queue)",
             now.queue, static_cast<unsigned long long>(now.clock), write ? "writes" : "reads",
-            format_ptr(reinterpret_cast<const void*>(g * granule)).c_str(), what, prev.queue,
+            static_cast<unsigned long long>(std::uintptr_t{g * granule}), what, prev.queue,
             static_cast<unsigned long long>(prev.clock),
             static_cast<unsigned long long>(prev.queue < vc.size() ? vc[prev.queue] : 0)));
       }
