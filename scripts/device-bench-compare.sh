@@ -7,7 +7,8 @@
 #   BASE=<rev> bash scripts/device-bench-compare.sh --pack
 #                                                    # <rev>'s headers and library -> .gpurun/base
 # then on the GPU machine: bash scripts/device-bench-compare.sh [ROUNDS] [--quick]
-# Output: $OUT/bench_{new,base}_<round>.txt.
+# Output: $OUT/bench_{new,base}_<round>.txt. PIN="taskset -c 3" runs both under that command (the
+# one-thread rows of one binary swing 2x between runs on the H200 machine when unpinned).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == --pack ]]; then
@@ -44,7 +45,8 @@ echo "base: $(cat .gpurun/base/REVISION 2>/dev/null || echo '?'), new: this tree
 for ((r = 1; r <= rounds; ++r)); do
   for v in new base; do
     t0=${SECONDS}
-    "/tmp/cmp/${v}" "$@" >"${out}/bench_${v}_${r}.txt" 2>&1 || echo "${v} round ${r}: rc=$?"
+    # shellcheck disable=SC2086 # PIN is a command and its arguments
+    ${PIN:-} "/tmp/cmp/${v}" "$@" >"${out}/bench_${v}_${r}.txt" 2>&1 || echo "${v} round ${r}: rc=$?"
     echo "${v} round ${r}: $((SECONDS - t0)) s"
   done
 done
