@@ -27,11 +27,13 @@
 //   uses_mu_           recorded uses of live chunks
 // Order: growth_mu_ -> caches_mu_ -> stream_cache::mu -> class_list::mu -> large_shard::mu ->
 // segments_mu_ (a growth hands its block out, and counts it on the stream's cache, under
-// growth_mu_). Only a growth (under growth_mu_) or validate() holds two shard locks at once
-// (large_shard.hpp). Every mutex counts its contended acquisitions (counted_mutex.hpp;
-// statistics().contention). Reclaim hooks run with no lock held.
+// growth_mu_). A timeline's lock comes before caches_mu_ (timeline::cache_for); under a class or
+// shard lock a timeline is only polled (try_lock), except by the pool's destructor. Only a growth
+// (under growth_mu_) holds two shard locks at once (large_shard.hpp). Every mutex counts its
+// contended acquisitions (counted_mutex.hpp; statistics().contention). Reclaim hooks run with no
+// lock held.
 //
-// Invariants. validate() checks each under every lock above; g is the large granularity
+// Invariants. validate() checks each under the locks of what it relates; g is the large granularity
 // (vm_granule() on the virtual-memory path), "registered" means in slabs_, slab_pages_ or
 // large_ranges_.
 //   reserved    reserved_ == sum(s.bytes : slab s not in a shared page)
@@ -113,9 +115,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] pool_statistics statistics() const;
 
   /// Checks every invariant written above (and those of the stream caches, block arenas and slab
-  /// pages under it) under all of the pool's locks, taken in order; other threads may go on
-  /// using the pool meanwhile. Throws logic_error naming the first broken invariant, with its
-  /// numbers. Exported for tests (pool::state() reaches it). Never call it holding a pool lock.
+  /// pages under it), each under the locks that guard what it relates (pool_validate.cpp); other
+  /// threads may go on using the pool meanwhile. Throws logic_error naming the first broken
+  /// invariant, with its numbers. Exported for tests (pool::state() reaches it). Never call it
+  /// holding a pool lock.
   STREAMPOOL_EXPORT void validate() const;
 
   /// Called by timeline::cache_for (through access::cache_for) under the timeline's lock.
@@ -279,6 +282,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// validate() for STREAMPOOL_ASSERT_EXPENSIVE: prints the broken invariant to stderr and returns
   /// false (the assertion then aborts).
   [[nodiscard]] bool valid() const noexcept;
+  /// validate()'s two halves; each adds what it looked at to `work`.
+  void validate_small(std::size_t& work) const;
+  void validate_large(std::size_t& work) const;
 
   const std::uint64_t id_;
   const std::weak_ptr<device_state> device_;

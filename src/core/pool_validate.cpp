@@ -2,11 +2,14 @@
 // under the pool (stream_cache.hpp, block_arena.hpp, slab_pages.hpp). A test calls it to show
 // that the pool is consistent after what it did; STREAMPOOL_ASSERT_EXPENSIVE calls it after every
 // trim and after large frees (STREAMPOOL_DEBUG_LEVEL 3: the debug preset runs the whole test
-// suite so). It takes every lock of the pool in order and holds them all while it walks: other
-// threads wait meanwhile, and each structure is seen between two of their operations, never in
-// the middle of one. What a thread does between two lock sections (a growth between its
-// reservation and its registration, a release in the opposite order) is accounted for by
-// unpublished_ and growing_, so that the equations hold exactly under concurrency too.
+// suite so). It looks at the pool in two parts, each under the locks that make it a consistent
+// view: the small blocks (every stream cache's lock, then each size class's with the segment
+// lock), then the large blocks and the reservation (growth_mu_, each shard's lock in turn, the
+// segment lock). Other threads wait meanwhile, and each structure is seen between two of their
+// operations, never in the middle of one. What a thread does between two lock sections (a
+// growth between its reservation and its registration, a release in the opposite order) is
+// accounted for by unpublished_ and growing_, so that the equations hold exactly under
+// concurrency too.
 #include <algorithm>
 #include <cstdio>
 #include <unordered_map>
@@ -39,101 +42,57 @@ bool one_token_per_timeline(const token_set& tokens) {
 }  // namespace
 
 void pool_state::validate() const {
-  // ---- every lock, in the pool's order (pool_state.hpp) ----
-  const std::lock_guard growth(growth_mu_);
-  const std::lock_guard caches(caches_mu_);
-  std::vector<std::unique_lock<spinlock>> cache_locks;
-  cache_locks.reserve(caches_.size());
-  for (const auto& c : caches_) cache_locks.push_back(c->hold());
-  std::vector<std::unique_lock<counted_mutex>> class_locks;
-  class_locks.reserve(shared_.size());
-  for (const class_list& l : shared_) class_locks.emplace_back(l.mu);
-  // Two shard locks at once: safe under growth_mu_, as for a growth (large_shard.hpp).
-  std::vector<std::unique_lock<counted_mutex>> shard_locks;
-  shard_locks.reserve(shards_.size());
-  for (const auto& sh : shards_) shard_locks.emplace_back(sh->mu);
-  const std::lock_guard segments(segments_mu_);
-  // No slab is between taking its memory and its registration (see growing_).
-  const bool no_slab_in_flight = growing_.load(std::memory_order_acquire) == 0;
-  const std::size_t g = virtual_large_ ? vm_granule() : backend_->caps().granularity;
   std::size_t work = 0;  // what this costs, in units of validate_budget
+  validate_small(work);
+  validate_large(work);
+  // How many large frees pass before the next validation (pool_large.cpp).
+  validate_interval_.store(std::max<std::size_t>(1, work / validate_budget),
+                           std::memory_order_relaxed);
+}
 
-  // ---- reserved: the registries, the spares and unpublished_ add up to reserved_ ----
-  std::size_t own_slabs = 0, segment_ranges = 0, mapped_granules = 0;
-  for (const auto& [base, sl] : slabs_)
-    if (!slab_pages_.shares(sl->bytes)) own_slabs += sl->bytes;
-  for (const auto& [base, r] : large_ranges_) {
-    if (!r->virtual_range) {
-      segment_ranges += r->bytes;
-      continue;
+void pool_state::validate_small(std::size_t& work) const {
+  // Every stream cache's lock at once, then one class at a time: a chunk of class c moves only
+  // between the caches' bins c and the shared list c (a spill holds both locks), so with all of
+  // them held the lists of c are a consistent view. (Holding all 60 class mutexes at once would
+  // be more than ThreadSanitizer's deadlock detector tracks per thread.)
+  // The registry is copied, not held: a class lock must not be taken under caches_mu_, which
+  // timeline::cache_for takes under the timeline's lock (and the pool's destructor host-waits
+  // under class locks). A cache made meanwhile is not looked at; one dropped stays alive here.
+  const std::vector<std::shared_ptr<stream_cache>> all = caches();
+  std::vector<std::unique_lock<spinlock>> cache_locks;
+  cache_locks.reserve(all.size());
+  for (const auto& c : all) cache_locks.push_back(c->hold());
+  for (const auto& c : all) {
+    if (std::string why = c->find_broken_locked(); !why.empty()) broken(id_, why);
+    if (c->shard() >= shard_count) {
+      broken(id_,
+             format("caches: stream cache of timeline %llu has shard %zu of %zu",
+                    static_cast<unsigned long long>(c->timeline_id()), c->shard(), shard_count));
     }
-    for (native_physical h : r->handles) mapped_granules += h != nullptr ? 1 : 0;
-    work += 3 * r->handles.size();  // here, in the page map and under the blocks
   }
-  work += 2 * slabs_.size();
-  const std::size_t pages = slab_pages_.pages() * slab_pages_.page_bytes();
-  const std::size_t sum = own_slabs + pages + segment_ranges + mapped_granules * g +
-                          spare_physical_.size() * g + unpublished_;
-  if (sum != reserved_) {
-    broken(id_, format("reserved: %zu bytes counted, but slabs %zu + slab pages %zu + segments "
-                       "%zu + %zu mapped granules + %zu spare granules of %zu + unpublished %zu "
-                       "= %zu",
-                       reserved_, own_slabs, pages, segment_ranges, mapped_granules,
-                       spare_physical_.size(), g, unpublished_, sum));
-  }
-  if (reserved_now_.load() != reserved_ || peak_reserved_.load() < reserved_) {
-    broken(id_, format("reserved: %zu bytes counted, %zu mirrored, peak %zu", reserved_,
-                       reserved_now_.load(), peak_reserved_.load()));
-  }
-
-  // ---- page map: every registered segment is found at its ends, every mapped granule ----
-  const auto mapped_at = [&](std::uintptr_t a, const segment* seg, const char* what) {
-    if (map_.find(to_ptr(a)) != seg) {
-      broken(id_, format("page map: %#zx of %s [%p, +%zu) maps to %p", static_cast<std::size_t>(a),
-                         what, seg->base, seg->bytes, static_cast<void*>(map_.find(to_ptr(a)))));
-    }
-  };
-  for (const auto& [base, sl] : slabs_) {
-    mapped_at(to_addr(base), sl.get(), "slab");
-    mapped_at(to_addr(base) + sl->bytes - 1, sl.get(), "slab");
-  }
-  for (const auto& [base, r] : large_ranges_) {
-    if (!r->virtual_range) {
-      mapped_at(to_addr(base), r.get(), "segment");
-      mapped_at(to_addr(base) + r->bytes - 1, r.get(), "segment");
-      continue;
-    }
-    for (std::size_t i = 0; i < r->handles.size(); ++i)
-      if (r->handles[i] != nullptr) mapped_at(to_addr(base) + i * g, r.get(), "virtual range");
-  }
-
-  // ---- slab pages ----
-  std::vector<std::pair<std::uintptr_t, std::size_t>> in_pages;
-  for (const auto& [base, sl] : slabs_)
-    if (slab_pages_.shares(sl->bytes)) in_pages.emplace_back(to_addr(base), sl->bytes);
-  if (std::string why = slab_pages_.find_broken(in_pages, no_slab_in_flight); !why.empty())
-    broken(id_, why);
-
-  // ---- slabs: carved counts, chunks never carved ----
-  for (const auto& [base, sl] : slabs_) {
-    work += sl->chunks - std::min(sl->carved, sl->chunks);
-    if (sl->chunks == 0 || sl->carved == 0 || sl->carved > sl->chunks) {
-      broken(id_, format("slabs: slab %p (class %zu) has carved %zu of %zu chunks", base,
-                         sl->size_class, sl->carved, sl->chunks));
-    }
-    for (std::size_t k = sl->carved; k < sl->chunks; ++k) {
-      if (sl->state(sl->carve_index(k)).load(std::memory_order_acquire) != chunk_free) {
-        broken(id_, format("slabs: slab %p (class %zu) chunk %zu was never carved (carved %zu), "
-                           "yet is not free",
-                           base, sl->size_class, sl->carve_index(k), sl->carved));
+  for (std::size_t cls = 0; cls < max_classes; ++cls) {
+    const std::lock_guard class_lock(shared_[cls].mu);
+    const std::lock_guard segments(segments_mu_);
+    const auto registered = [&](const slab* sl) {
+      auto it = slabs_.find(sl->base);
+      return it != slabs_.end() && it->second.get() == sl;
+    };
+    // Slabs: carved counts (guarded by this class's lock), chunks never carved.
+    for (const auto& [base, sl] : slabs_) {
+      if (sl->size_class != cls) continue;
+      work += 1 + sl->chunks - std::min(sl->carved, sl->chunks);
+      if (sl->chunks == 0 || sl->carved == 0 || sl->carved > sl->chunks) {
+        broken(id_, format("slabs: slab %p (class %zu) has carved %zu of %zu chunks", base,
+                           sl->size_class, sl->carved, sl->chunks));
+      }
+      for (std::size_t k = sl->carved; k < sl->chunks; ++k) {
+        if (sl->state(sl->carve_index(k)).load(std::memory_order_acquire) != chunk_free) {
+          broken(id_, format("slabs: slab %p (class %zu) chunk %zu was never carved (carved "
+                             "%zu), yet is not free",
+                             base, sl->size_class, sl->carve_index(k), sl->carved));
+        }
       }
     }
-  }
-  const auto registered = [&](const slab* sl) {
-    auto it = slabs_.find(sl->base);
-    return it != slabs_.end() && it->second.get() == sl;
-  };
-  for (std::size_t cls = 0; cls < max_classes; ++cls) {
     for (const slab* sl : shared_[cls].carving) {
       if (!registered(sl) || sl->size_class != cls || sl->carved >= sl->chunks) {
         broken(id_, format("slabs: slab %p in class %zu's carving list: registered %d, class "
@@ -142,63 +101,61 @@ void pool_state::validate() const {
                            sl->chunks));
       }
     }
-  }
-
-  // ---- free chunks: the shared lists and every stream cache ----
-  std::unordered_map<const slab*, std::size_t> free_of;
-  std::unordered_set<const void*> seen;
-  const auto free_chunk_ok = [&](std::size_t cls, const void* p, const slab* sl,
-                                 const char* where) {
-    const bool ok = sl != nullptr && registered(sl) && sl->size_class == cls &&
-                    sl->index_of(p) < sl->chunks && sl->chunk_at(sl->index_of(p)) == p;
-    if (!ok) {
-      broken(id_, format("free chunks: %p in %s of class %zu is not a chunk start of a registered "
-                         "slab of that class",
-                         p, where, cls));
-    }
-    const std::uint8_t state = sl->state(sl->index_of(p)).load(std::memory_order_acquire);
-    if (state != chunk_free) {
-      broken(id_, format("free chunks: %p in %s of class %zu is in state %d, not free", p, where,
-                         cls, static_cast<int>(state)));
-    }
-    if (!seen.insert(p).second) {
-      broken(id_,
-             format("free chunks: %p (class %zu) is listed twice; again in %s", p, cls, where));
-    }
-    ++free_of[sl];
-  };
-  for (std::size_t cls = 0; cls < max_classes; ++cls) {
+    // Free chunks of this class: the shared list and every cache's bin.
+    std::unordered_map<const slab*, std::size_t> free_of;
+    std::unordered_set<const void*> seen;
+    const auto free_chunk_ok = [&](const void* p, const slab* sl, const char* where) {
+      const bool ok = sl != nullptr && registered(sl) && sl->size_class == cls &&
+                      sl->index_of(p) < sl->chunks && sl->chunk_at(sl->index_of(p)) == p;
+      if (!ok) {
+        broken(id_, format("free chunks: %p in %s of class %zu is not a chunk start of a "
+                           "registered slab of that class",
+                           p, where, cls));
+      }
+      const std::uint8_t state = sl->state(sl->index_of(p)).load(std::memory_order_acquire);
+      if (state != chunk_free) {
+        broken(id_, format("free chunks: %p in %s of class %zu is in state %d, not free", p, where,
+                           cls, static_cast<int>(state)));
+      }
+      if (!seen.insert(p).second) {
+        broken(id_,
+               format("free chunks: %p (class %zu) is listed twice; again in %s", p, cls, where));
+      }
+      ++free_of[sl];
+    };
     for (const free_chunk& c : shared_[cls].chunks) {
-      free_chunk_ok(cls, c.p, c.owner, "a shared list");
+      free_chunk_ok(c.p, c.owner, "a shared list");
       if (!one_token_per_timeline(c.tokens)) {
         broken(id_, format("free chunks: %p in the shared list of class %zu holds two tokens of "
                            "one timeline",
                            c.p, cls));
       }
     }
-  }
-  for (const auto& c : caches_) {
-    if (std::string why = c->find_broken_locked(); !why.empty()) broken(id_, why);
-    if (c->shard() >= shard_count) {
-      broken(id_,
-             format("caches: stream cache of timeline %llu has shard %zu of %zu",
-                    static_cast<unsigned long long>(c->timeline_id()), c->shard(), shard_count));
+    for (const auto& c : all) {
+      c->for_each_entry_locked(cls, [&](const stream_cache::entry& e) {
+        free_chunk_ok(e.p, e.owner, "a stream cache");
+      });
     }
-    c->for_each_entry_locked([&](std::size_t cls, const stream_cache::entry& e) {
-      free_chunk_ok(cls, e.p, e.owner, "a stream cache");
-    });
-  }
-  work += seen.size();
-  for (const auto& [sl, n] : free_of) {
-    if (n > sl->carved) {
-      broken(id_, format("free chunks: slab %p (class %zu) has %zu free chunks listed, but only "
-                         "%zu carved",
-                         sl->base, sl->size_class, n, sl->carved));
+    work += seen.size();
+    for (const auto& [sl, n] : free_of) {
+      if (n > sl->carved) {
+        broken(id_, format("free chunks: slab %p (class %zu) has %zu free chunks listed, but "
+                           "only %zu carved",
+                           sl->base, sl->size_class, n, sl->carved));
+      }
     }
   }
+}
 
-  // ---- large blocks: each shard's arena, its ranges, and their granules ----
+void pool_state::validate_large(std::size_t& work) const {
+  // growth_mu_ for all of it: physical granules, virtual ranges and their handles change only
+  // under it (growths, give-backs), so the shards can be looked at one at a time (a growth takes
+  // shard locks in an order of its own: no order of all of them is safe) and still add up.
+  const std::lock_guard growth(growth_mu_);
+  const std::size_t g = virtual_large_ ? vm_granule() : backend_->caps().granularity;
+  std::size_t mapped_granules = 0;
   for (const auto& sh : shards_) {
+    const std::lock_guard shard_lock(sh->mu);
     work +=
         sh->arena.live_count() + sh->arena.mapped_free().size() + sh->arena.unmapped_free().size();
     if (std::string why = sh->arena.find_broken(); !why.empty())
@@ -212,6 +169,7 @@ void pool_state::validate() const {
       }
       if (!lr->virtual_range) continue;
       // Granule i has memory exactly when a live or mapped block overlaps it.
+      work += 3 * lr->handles.size();  // here, for the reserved bytes and in the page map
       std::vector<bool> covered(lr->handles.size(), false);
       for (const arena_block* b = r->first; b != nullptr; b = b->next) {
         if (b->state == block_state::unmapped) continue;
@@ -232,12 +190,63 @@ void pool_state::validate() const {
                              "under no live or mapped block",
                              i, static_cast<std::size_t>(r->base), r->size, sh->index));
         }
+        if (lr->handles[i] != nullptr) ++mapped_granules;
       }
     }
   }
-  // How many large frees pass before the next validation (pool_large.cpp).
-  validate_interval_.store(std::max<std::size_t>(1, work / validate_budget),
-                           std::memory_order_relaxed);
+
+  const std::lock_guard segments(segments_mu_);
+  // ---- reserved: the registries, the spares and unpublished_ add up to reserved_ ----
+  std::size_t own_slabs = 0, segment_ranges = 0;
+  for (const auto& [base, sl] : slabs_)
+    if (!slab_pages_.shares(sl->bytes)) own_slabs += sl->bytes;
+  for (const auto& [base, r] : large_ranges_)
+    if (!r->virtual_range) segment_ranges += r->bytes;
+  work += 2 * slabs_.size() + large_ranges_.size();
+  const std::size_t pages = slab_pages_.pages() * slab_pages_.page_bytes();
+  const std::size_t sum = own_slabs + pages + segment_ranges + mapped_granules * g +
+                          spare_physical_.size() * g + unpublished_;
+  if (sum != reserved_) {
+    broken(id_, format("reserved: %zu bytes counted, but slabs %zu + slab pages %zu + segments "
+                       "%zu + %zu mapped granules + %zu spare granules of %zu + unpublished %zu "
+                       "= %zu",
+                       reserved_, own_slabs, pages, segment_ranges, mapped_granules,
+                       spare_physical_.size(), g, unpublished_, sum));
+  }
+  if (reserved_now_.load() != reserved_ || peak_reserved_.load() < reserved_) {
+    broken(id_, format("reserved: %zu bytes counted, %zu mirrored, peak %zu", reserved_,
+                       reserved_now_.load(), peak_reserved_.load()));
+  }
+
+  // ---- page map: every registered segment is found at its ends, every mapped granule ----
+  // (A virtual range's handles change only under growth_mu_, held: read without its shard lock.)
+  const auto mapped_at = [&](std::uintptr_t a, const segment* seg, const char* what) {
+    if (map_.find(to_ptr(a)) != seg) {
+      broken(id_, format("page map: %#zx of %s [%p, +%zu) maps to %p", static_cast<std::size_t>(a),
+                         what, seg->base, seg->bytes, static_cast<void*>(map_.find(to_ptr(a)))));
+    }
+  };
+  for (const auto& [base, sl] : slabs_) {
+    mapped_at(to_addr(base), sl.get(), "slab");
+    mapped_at(to_addr(base) + sl->bytes - 1, sl.get(), "slab");
+  }
+  for (const auto& [base, r] : large_ranges_) {
+    if (!r->virtual_range) {
+      mapped_at(to_addr(base), r.get(), "segment");
+      mapped_at(to_addr(base) + r->bytes - 1, r.get(), "segment");
+      continue;
+    }
+    for (std::size_t i = 0; i < r->handles.size(); ++i)
+      if (r->handles[i] != nullptr) mapped_at(to_addr(base) + i * g, r.get(), "virtual range");
+  }
+
+  // ---- slab pages: exact when no slab is between taking its slots and its registration ----
+  const bool no_slab_in_flight = growing_.load(std::memory_order_acquire) == 0;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> in_pages;
+  for (const auto& [base, sl] : slabs_)
+    if (slab_pages_.shares(sl->bytes)) in_pages.emplace_back(to_addr(base), sl->bytes);
+  if (std::string why = slab_pages_.find_broken(in_pages, no_slab_in_flight); !why.empty())
+    broken(id_, why);
 }
 
 bool pool_state::valid() const noexcept {

@@ -171,11 +171,10 @@ class alignas(64) stream_cache {
   [[nodiscard]] std::unique_lock<spinlock> hold() const { return std::unique_lock(mu_); }
   /// Under hold(): the first broken invariant of this header, or empty.
   [[nodiscard]] std::string find_broken_locked() const;
-  /// Under hold(): f(cls, entry) for every entry.
+  /// Under hold(): f(entry) for every entry of class `cls`.
   template <class F>
-  void for_each_entry_locked(F&& f) const {
-    for (std::size_t cls = 0; cls < max_classes; ++cls)
-      for (const entry& e : bins_[cls]) f(cls, e);
+  void for_each_entry_locked(std::size_t cls, F&& f) const {
+    for (const entry& e : bins_[cls]) f(e);
   }
 
  private:
