@@ -27,6 +27,20 @@ static_assert(min_pool_granularity == detail::page_map::page_size,
 bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
 bool power_of_two(std::size_t n) { return n != 0 && (n & (n - 1)) == 0; }
 bool positive_multiple(std::size_t n, std::size_t unit) { return n > 0 && n % unit == 0; }
+/// unreserve and unmap (noexcept): [p, p + bytes) is whole granules on a backend with virtual
+/// memory.
+void assert_granule_range([[maybe_unused]] const std::string& name,
+                          [[maybe_unused]] const backend_caps& caps,
+                          [[maybe_unused]] const char* op, [[maybe_unused]] const void* p,
+                          [[maybe_unused]] std::size_t bytes) noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      caps.virtual_memory && p != nullptr && aligned(p, caps.vm_granularity) &&
+          positive_multiple(bytes, caps.vm_granularity),
+      detail::format("%s: %s of %zu bytes at %s: needs virtual memory (%s), a non-null address "
+                     "and a size that are multiples of the granule %zu",
+                     name.c_str(), op, bytes, detail::format_ptr(p).c_str(),
+                     caps.virtual_memory ? "yes" : "no", caps.vm_granularity));
+}
 /// n elements of `size` bytes fit in a size_t.
 bool fits(std::size_t n, std::size_t size) {
   return n <= std::numeric_limits<std::size_t>::max() / size;
@@ -197,13 +211,7 @@ void* backend::reserve(std::size_t bytes) {
 }
 
 void backend::unreserve(void* p, std::size_t bytes) noexcept {
-  STREAMPOOL_BACKEND_ASSERT(
-      caps_.virtual_memory && p != nullptr && aligned(p, caps_.vm_granularity) &&
-          positive_multiple(bytes, caps_.vm_granularity),
-      detail::format("%s: unreserve of %zu bytes at %s: needs virtual memory (%s), a non-null "
-                     "address and a size that are multiples of the granule %zu",
-                     name_.c_str(), bytes, detail::format_ptr(p).c_str(),
-                     caps_.virtual_memory ? "yes" : "no", caps_.vm_granularity));
+  assert_granule_range(name_, caps_, "unreserve", p, bytes);
   do_unreserve(p, bytes);
 }
 
@@ -242,13 +250,7 @@ bool backend::map(void* p, std::span<const native_physical> handles) {
 }
 
 void backend::unmap(void* p, std::size_t bytes) noexcept {
-  STREAMPOOL_BACKEND_ASSERT(
-      caps_.virtual_memory && p != nullptr && aligned(p, caps_.vm_granularity) &&
-          positive_multiple(bytes, caps_.vm_granularity),
-      detail::format("%s: unmap of %zu bytes at %s: needs virtual memory (%s), a non-null "
-                     "address and a size that are multiples of the granule %zu",
-                     name_.c_str(), bytes, detail::format_ptr(p).c_str(),
-                     caps_.virtual_memory ? "yes" : "no", caps_.vm_granularity));
+  assert_granule_range(name_, caps_, "unmap", p, bytes);
   do_unmap(p, bytes);
 }
 
