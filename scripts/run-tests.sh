@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds and tests streampool: the release preset, then lint (scripts/lint.sh: clang-format and
-# clang-tidy over the tree, either finding fails the run), then debug (STREAMPOOL_DEBUG_LEVEL=3: every
-# assertion, and pool_state::validate() after every trim and large free), then ASan+UBSan, then
-# TSan, then (in CI, or when clang is installed) the fuzz preset: the model fuzzer briefly, the C
-# ABI fuzzer for 60 s.
+# clang-tidy over the tree, either finding fails the run), then debug (STREAMPOOL_DEBUG_LEVEL=3:
+# every assertion, and pool_state::validate() after every trim and, paced, large frees), then
+# ASan+UBSan, then TSan, then (in CI, or when clang is installed) the fuzz preset: the model
+# fuzzer briefly, the C ABI fuzzer for 60 s.
 #
 #   bash scripts/run-tests.sh
 #

@@ -86,6 +86,13 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// Returns false when no wait was needed.
   bool wait_device(native_queue waiter, point p);
 
+ private:
+  // The library's own: stream_ref submits on the queue, a stream retires its timeline, the pool
+  // finds its cache and records markers now and then (through detail::access).
+  friend class stream_ref;
+  friend class stream;
+  friend struct detail::access;
+
   /// Called for each large free on this timeline, of `bytes`: records a marker for the current
   /// point on every `every`-th call, once `bytes_between` bytes were freed since the last one, or
   /// for a single free of at least a quarter of that.
@@ -97,11 +104,6 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// Called once by the owning stream: waits for all submitted work, then drops the queue and
   /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
   native_queue retire();
-
- private:
-  // The library's own (stream_ref submits on the queue; the pool finds its cache here).
-  friend class stream_ref;
-  friend struct detail::access;
 
   /// The queue work is submitted on (null once retired).
   [[nodiscard]] native_queue queue_for_submit() const noexcept { return queue_; }

@@ -176,7 +176,7 @@ def check_version(library, major=MAJOR_VERSION):
 
 def check_struct_sizes(library, structs=STRUCTS):
     """Raises ImportError naming the struct and both sizes unless each ctypes struct in `structs`
-    (each with _c_name_, the C typedef) has the size the library reports for it."""
+    (each with _c_name_, the C typedef) is at most the size the library reports for it."""
     struct_size = _declare(library, "sp_struct_size")
     for cls in structs:
         n = c_size()
@@ -184,7 +184,9 @@ def check_struct_sizes(library, structs=STRUCTS):
             message = _declare(library, "sp_last_error_message")().decode("utf-8", "replace")
             raise ImportError(f"streampool: {_where(library)} does not know struct "
                               f"{cls._c_name_} (ctypes class {cls.__name__}): {message}")
-        if n.value != ctypes.sizeof(cls):
+        # A library whose struct grew serves ours as an older version (docs/c-api.md); one whose
+        # struct is smaller than ours cannot read it.
+        if ctypes.sizeof(cls) > n.value:
             raise ImportError(
                 f"streampool: struct {cls._c_name_} is {ctypes.sizeof(cls)} bytes in this "
                 f"binding (ctypes class {cls.__name__}) but {n.value} bytes in "

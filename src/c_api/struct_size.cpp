@@ -109,6 +109,16 @@ unsigned version_to_write(const abi_struct& s, const void* caller, const char* f
                        function, s.name, size, s.version_sizes.front(), version_list(s).c_str(),
                        s.init_name)};
   }
+  // A struct never grows by more than a few fields per release: a size far beyond this library's
+  // is not a newer header but a struct_size never set (an uninitialised struct), and reading up
+  // to it would run past the caller's memory.
+  const std::size_t most = 8 * s.size();
+  if (size > most) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: %s.struct_size is %zu, more than %zu (8 times this "
+                       "library's %zu): it was never set; initialise the struct with %s",
+                       function, s.name, size, most, s.size(), s.init_name)};
+  }
   unsigned version = 0;
   for (std::size_t v : s.version_sizes) {
     if (size >= v) ++version;

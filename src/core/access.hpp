@@ -44,6 +44,10 @@ struct access {
   [[nodiscard]] static native_queue queue(const timeline& line) noexcept {
     return line.queue_for_submit();
   }
+  static void mark_now_and_then(timeline& line, std::size_t bytes, std::uint32_t every,
+                                std::size_t bytes_between) {
+    line.mark_now_and_then(bytes, every, bytes_between);
+  }
 
   [[nodiscard]] static stream_ref make_ref(const stream_state* s) noexcept { return stream_ref(s); }
   [[nodiscard]] static const stream_state* state(stream_ref s) noexcept { return s.state_; }

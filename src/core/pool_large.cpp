@@ -198,7 +198,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   // A marker now and then on the freeing stream: without one, the free point is never known
   // complete (markers are lazy), so other streams would have to wait for this block and the
   // remapping could never use it. Two relaxed counters when no marker is due.
-  if (s != nullptr) s->get_timeline().mark_now_and_then(size, mark_every, mark_bytes);
+  if (s != nullptr) access::mark_now_and_then(s->get_timeline(), size, mark_every, mark_bytes);
 #if STREAMPOOL_DEBUG_LEVEL >= 3
   // validate() is linear in the pool: after every large free while the pool is small, after every
   // n-th as it grows (validate_interval_, from validate()'s last cost), so that the debug preset

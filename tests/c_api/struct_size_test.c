@@ -304,8 +304,33 @@ static void test_newer_structs(void) {
   OK(sp_device_destroy(d));
 }
 
+/* A struct_size far beyond any newer header (8 times this library's size) is a struct never
+ * initialised: refused before anything past the struct is read or written. */
+static void test_garbage_size_refused(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_pool_t p = NULL, q = NULL;
+  guarded_buffer b;
+  OK(sp_device_default_pool(d, &p));
+
+  fill_guard(&b);
+  b.statistics.struct_size = (size_t)1 << 40;
+  REFUSED(sp_pool_get_statistics(p, &b.statistics), "sp_pool_get_statistics",
+          "sp_pool_statistics_t", "it was never set", "sp_pool_statistics_init");
+  UNTOUCHED_FROM(&b, sizeof b.statistics.struct_size);
+
+  fill_guard(&b);
+  b.options.struct_size = 8 * sizeof(sp_pool_options_t) + 1;
+  REFUSED(sp_pool_create(d, &b.options, &q), "sp_pool_create", "sp_pool_options_t",
+          "it was never set", "sp_pool_options_init");
+  CHECK(q == NULL);
+
+  OK(sp_pool_destroy(p));
+  OK(sp_device_destroy(d));
+}
+
 int main(void) {
   test_sizes_reported();
+  test_garbage_size_refused();
   test_too_small_refused();
   test_older_statistics();
   test_older_pool_options();

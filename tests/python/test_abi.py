@@ -20,11 +20,14 @@ from streampool import _capi  # noqa: E402
 
 
 class WrongPoolOptions(ctypes.Structure):
-    """sp_pool_options_t with its last field forgotten: a layout copied wrongly."""
+    """sp_pool_options_t with a field this library does not have: a layout copied wrongly (or from
+    a newer header). A binding struct smaller than the library's is served as an older version,
+    so only a larger one can be told apart by size."""
     _c_name_ = "sp_pool_options_t"
     _fields_ = [(name, ctypes.c_size_t) for name in (
         "struct_size", "memory_limit", "small_max", "stream_cache_bytes")] + [
-        ("poison_on_free", ctypes.c_int), ("virtual_memory", ctypes.c_int)]
+        ("poison_on_free", ctypes.c_int), ("virtual_memory", ctypes.c_int),
+        ("release_threshold", ctypes.c_size_t), ("no_such_field", ctypes.c_size_t)]
 
 
 class NoSuchStruct(ctypes.Structure):
