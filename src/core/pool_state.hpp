@@ -117,8 +117,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Checks every invariant written above (and those of the stream caches, block arenas and slab
   /// pages under it), each under the locks that guard what it relates (pool_validate.cpp); other
   /// threads may go on using the pool meanwhile. Throws logic_error naming the first broken
-  /// invariant, with its numbers. Exported for tests (detail::access::state reaches it). Never call it
-  /// holding a pool lock.
+  /// invariant, with its numbers. Exported for tests (detail::access::state reaches it). Never call
+  /// it holding a pool lock.
   STREAMPOOL_EXPORT void validate() const;
 
   /// Called by timeline::cache_for (through access::cache_for) under the timeline's lock.
