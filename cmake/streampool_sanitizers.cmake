@@ -26,7 +26,8 @@ if(STREAMPOOL_USE_ASAN)
       "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 elseif(STREAMPOOL_USE_TSAN)
   set(STREAMPOOL_SANITIZER_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
-  set(STREAMPOOL_SANITIZER_ENV "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+  set(STREAMPOOL_SANITIZER_ENV
+      "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/cmake/tsan.supp")
 endif()
 
 if(STREAMPOOL_SANITIZER_FLAGS)
