@@ -41,6 +41,11 @@ ensure_packages() {
 
 # The packages every build needs: compiler, build tools, GoogleTest, Google Benchmark.
 SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3)
+# The OpenCL and Level Zero backends: API headers to build them (the runtimes are loaded with
+# dlopen), PoCL to run OpenCL on the CPU, the Level Zero loader with its validation layer, and
+# clang-15 + llvm-spirv-15 to compile the kernels to SPIR-V for Level Zero.
+SP_BACKEND_PACKAGES=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo libze-dev libze1
+                     clang-15 llvm-spirv-15 spirv-tools)
 # Sanitizer runtimes for g++ (normally pulled in by g++ already; listed so a trimmed image works).
 SP_SANITIZER_PACKAGES=(libasan8 libubsan1 libtsan2)
 

@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "${SP_ROOT}"
 
 section "packages"
-ensure_packages "${SP_BASE_PACKAGES[@]}"
+ensure_packages "${SP_BASE_PACKAGES[@]}" "${SP_BACKEND_PACKAGES[@]}"
 
 section "configure (release preset)"
 cmake --preset release

@@ -29,7 +29,7 @@ else
 fi
 
 section "packages"
-packages=("${SP_BASE_PACKAGES[@]}")
+packages=("${SP_BASE_PACKAGES[@]}" "${SP_BACKEND_PACKAGES[@]}")
 sanitizers=0
 for p in "${presets[@]}"; do
   if [[ ${p} == fuzz ]]; then

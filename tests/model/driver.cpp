@@ -29,6 +29,21 @@ std::uint32_t seed_chooser::below(std::uint32_t n) {
   return static_cast<std::uint32_t>(z % n);
 }
 
+backend_under_test host_backend_under_test(const host_options& h) {
+  backend_under_test b;
+  b.inner = make_host_backend(h);
+  b.fresh_content = 0xCD;  // the checking host backend fills fresh memory with it
+  backend* raw = b.inner.get();
+  b.violations = [raw] { return host_violations(*raw); };
+  b.upstream_bytes = [raw] { return host_allocated_bytes(*raw); };
+  std::ostringstream s;
+  s << "host backend: checking, delay " << h.max_delay_us << " us (seed " << h.seed
+    << "), device_wait " << h.device_wait << ", eager_markers " << h.eager_markers
+    << ", virtual_memory " << h.virtual_memory;
+  b.description = s.str();
+  return b;
+}
+
 std::uint32_t byte_chooser::below(std::uint32_t n) {
   std::uint32_t v = 0;
   for (std::uint32_t range = 1; range < n && range != 0; range <<= 8) {
@@ -202,15 +217,13 @@ class sequence {
     static constexpr std::size_t limits[] = {0, 12u << 20, 24u << 20};
     options_.memory_limit = limits[pick(3)];
     options_.small_max = pick(2) == 0 ? (64u << 10) : (1u << 20);
-    inner_ = make_host_backend(h);
-    auto obs = std::make_shared<observing_backend>(inner_, oracle_, 0xCD);
+    under_ = o_.make_backend(h);
+    auto obs = std::make_shared<observing_backend>(under_.inner, oracle_, under_.fresh_content);
     dev_.emplace(obs);
     std::ostringstream s;
-    s << "host backend: checking, delay " << h.max_delay_us << " us (seed " << h.seed
-      << "), device_wait " << h.device_wait << ", eager_markers " << h.eager_markers
-      << ", virtual_memory " << h.virtual_memory << "; pools: poison_on_free "
-      << options_.poison_on_free << ", stream_cache_bytes " << options_.stream_cache_bytes
-      << ", memory_limit " << options_.memory_limit << ", small_max " << options_.small_max;
+    s << under_.description << "; pools: poison_on_free " << options_.poison_on_free
+      << ", stream_cache_bytes " << options_.stream_cache_bytes << ", memory_limit "
+      << options_.memory_limit << ", small_max " << options_.small_max;
     r_.config = s.str();
     for (std::size_t i = 0; i < pool_slots; ++i) new_pool(i);
   }
@@ -625,13 +638,13 @@ class sequence {
   void check_after_op() {
     if (o_.verbose) {
       for (auto& x : oracle_->violations()) std::fprintf(stderr, "  oracle: %s\n", x.c_str());
-      for (auto& x : host_violations(inner()))
-        std::fprintf(stderr, "  host checker: %s\n", x.c_str());
+      for (auto& x : backend_violations())
+        std::fprintf(stderr, "  backend checker: %s\n", x.c_str());
     }
     auto v = oracle_->violations();
     if (!v.empty()) throw failure("oracle: " + v.front() + describe_more(v.size()));
-    auto h = host_violations(inner());
-    if (!h.empty()) throw failure("host backend checker: " + h.front() + describe_more(h.size()));
+    auto h = backend_violations();
+    if (!h.empty()) throw failure("backend checker: " + h.front() + describe_more(h.size()));
     // Nothing is lost: the pool's live bytes are exactly the blocks the driver holds.
     for (std::size_t slot = 0; slot < pool_slots; ++slot) {
       if (!pools_[slot].handle) continue;
@@ -651,7 +664,9 @@ class sequence {
     return n > 1 ? " (and " + std::to_string(n - 1) + " more)" : "";
   }
 
-  backend& inner() { return *inner_; }
+  std::vector<std::string> backend_violations() const {
+    return under_.violations ? under_.violations() : std::vector<std::string>{};
+  }
 
   void teardown(bool failed) {
     if (!failed) log("teardown: everything destroyed in a random order");
@@ -700,14 +715,14 @@ class sequence {
     if (oracle_->live_queues() != 0)
       throw failure("teardown: " + std::to_string(oracle_->live_queues()) +
                     " queues never destroyed");
-    if (host_allocated_bytes(inner()) != 0) {
-      throw failure("teardown: " + std::to_string(host_allocated_bytes(inner())) +
+    if (const std::size_t held = under_.upstream_bytes ? under_.upstream_bytes() : 0; held != 0) {
+      throw failure("teardown: " + std::to_string(held) +
                     " upstream bytes never returned (a pool or a block leaked)");
     }
     auto v = oracle_->violations();
     if (!v.empty()) throw failure("oracle (teardown): " + v.front());
-    auto h = host_violations(inner());
-    if (!h.empty()) throw failure("host backend checker (teardown): " + h.front());
+    auto h = backend_violations();
+    if (!h.empty()) throw failure("backend checker (teardown): " + h.front());
   }
 
   void fail(const std::string& m) {
@@ -724,7 +739,7 @@ class sequence {
   const run_options& o_;
   run_result& r_;
   std::shared_ptr<hb_oracle> oracle_ = std::make_shared<hb_oracle>();
-  std::shared_ptr<backend> inner_;
+  backend_under_test under_;
   pool_options options_;
   std::optional<device> dev_;
   std::array<pool_slot, pool_slots> pools_;

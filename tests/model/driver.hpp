@@ -16,8 +16,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "streampool/backend.hpp"
+#include "streampool/host.hpp"
 
 namespace streampool::model {
 
@@ -56,10 +61,29 @@ class byte_chooser final : public chooser {
   std::size_t pos_ = 0;
 };
 
+/// The backend a sequence runs on, under the oracle's observing wrapper.
+struct backend_under_test {
+  std::shared_ptr<backend> inner;
+  int fresh_content = -1;  ///< what fresh upstream memory holds (-1: unknown)
+  /// The backend's own race reports (the host backend's checker); empty: it has none.
+  std::function<std::vector<std::string>()> violations;
+  /// Upstream bytes still held, for the teardown's leak check; empty: the backend cannot tell.
+  std::function<std::size_t()> upstream_bytes;
+  std::string description;  ///< for the configuration line of a report
+};
+
+/// Makes the backend for one sequence from the host options drawn for it (a backend other than
+/// the host may ignore them). The default is the checking host backend.
+using backend_factory = std::function<backend_under_test(const host_options&)>;
+
+/// The checking host backend of `h`, with its checker and leak count.
+backend_under_test host_backend_under_test(const host_options& h);
+
 struct run_options {
   std::size_t max_ops = 80;    ///< operations before the randomized teardown
   unsigned max_delay_us = 40;  ///< upper bound for the host backend's delay injection
   bool verbose = false;        ///< print each operation as it runs (replays)
+  backend_factory make_backend = host_backend_under_test;  ///< the backend under the model
 };
 
 struct run_result {
