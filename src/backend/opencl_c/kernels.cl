@@ -29,7 +29,8 @@
 //                     64-bit values above 2^53).
 //   axpy              a*x + y (integers wrap).
 //   Floats: the backend builds with -cl-fp32-correctly-rounded-divide-sqrt where the device
-//   supports it, so that f32 div and sqrt match the host exactly.
+//   supports it, so that f32 div and sqrt match the host exactly; FP_CONTRACT is off (OpenCL C
+//   allows a*x + y to become one fma by default), so that axpy rounds twice, as on the host.
 //
 // The kernels, their exact argument lists (in order) and what group g of G groups of L items
 // does. "i < n" bounds every access; n is a ulong.
@@ -71,6 +72,8 @@
 #ifdef SP_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
+
+#pragma OPENCL FP_CONTRACT OFF
 
 #define SP_OP_IDENTITY 0u
 #define SP_OP_NEGATE 1u
