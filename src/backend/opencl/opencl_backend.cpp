@@ -150,7 +150,7 @@ class opencl_backend final : public backend {
     if (bytes > SIZE_MAX - granularity) return nullptr;
     void* base = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes + granularity, 0);
     if (base == nullptr) return nullptr;
-    const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(base);
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
     const std::uintptr_t aligned = (b + granularity - 1) / granularity * granularity;
     try {
       std::lock_guard<std::mutex> lk(bases_mu_);
@@ -398,7 +398,7 @@ class opencl_backend final : public backend {
             r = a_.set_kernel_arg_svm_pointer(kernel, index, arg.pointer);
           } else {  // an operand the kernel never reads (n == 0): a null buffer argument
             const cl_mem none = nullptr;
-            r = a_.set_kernel_arg(kernel, index, sizeof none, &none);
+            r = a_.set_kernel_arg(kernel, index, sizeof(cl_mem), &none);
           }
           break;
         case detail::kernel_arg::kind::scalar:
