@@ -4,10 +4,11 @@
 //   context   one cl_context per backend, holding its one device; every queue, allocation and
 //             the program belong to it (events of one context may be waited on by any of its
 //             queues, which is what device-side waits need).
-//   segment   what allocate() returns: coarse-grain SVM aligned to caps().granularity. PoCL (and
-//             the spec's minimum) refuse alignments above 128 bytes, so unless the device accepts
-//             the granularity as alignment (probed once), each allocation is over-allocated by
-//             one granule and the aligned pointer is mapped to the real base for deallocate.
+//   segment   what allocate() returns: coarse-grain SVM aligned to caps().granularity. OpenCL
+//             promises clSVMAlloc alignments only up to its largest data type (128 bytes; PoCL
+//             refuses more, and leaks a little each time it refuses), so each allocation is
+//             over-allocated by one granule and the aligned pointer is mapped to the real base
+//             for deallocate.
 //   marker    a cl_event of clEnqueueMarkerWithWaitList, flushed at once: a marker that another
 //             queue waits on must have been submitted to the device, or the wait could deadlock
 //             behind commands that were never flushed.
@@ -111,8 +112,7 @@ class opencl_backend final : public backend {
         ctx_(holder_->get()),
         device_name_(dev.name),
         fp64_(dev.fp64),
-        program_(a, ctx_, std::move(dev)),
-        aligned_alloc_(probe_aligned_alloc()) {}
+        program_(a, ctx_, std::move(dev)) {}
 
   ~opencl_backend() override {
     // Every queue is gone (each stream holds the backend), and with them their work. What the
@@ -131,23 +131,10 @@ class opencl_backend final : public backend {
  private:
   // ---- memory: coarse-grain SVM --------------------------------------------------------------
 
-  /// Whether clSVMAlloc honours `granularity` as alignment on this device (PoCL refuses anything
-  /// above 128 bytes, returning null, which looks like out of memory; hence a probe, once).
-  bool probe_aligned_alloc() {
-    void* p = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, granularity, static_cast<cl_uint>(granularity));
-    if (p == nullptr) return false;
-    const bool ok = reinterpret_cast<std::uintptr_t>(p) % granularity == 0;
-    a_.svm_free(ctx_, p);
-    return ok;
-  }
-
   void* do_allocate(std::size_t bytes) override {
-    if (aligned_alloc_) {
-      void* p = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes, static_cast<cl_uint>(granularity));
-      if (p != nullptr) allocated_.fetch_add(bytes, std::memory_order_relaxed);
-      return p;  // clSVMAlloc reports no reason: null is out of memory (the contract's nullptr)
-    }
     if (bytes > SIZE_MAX - granularity) return nullptr;
+    // Alignment 0: the implementation's default. clSVMAlloc reports no reason for a null, so null
+    // is out of memory (the contract's nullptr).
     void* base = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes + granularity, 0);
     if (base == nullptr) return nullptr;
     const auto b = reinterpret_cast<std::uintptr_t>(base);
@@ -164,8 +151,8 @@ class opencl_backend final : public backend {
   }
 
   void do_deallocate(void* p, std::size_t bytes) noexcept override {
-    void* base = p;
-    if (!aligned_alloc_) {
+    void* base = nullptr;
+    {
       std::lock_guard<std::mutex> lk(bases_mu_);
       const auto it = bases_.find(reinterpret_cast<std::uintptr_t>(p));
       if (it == bases_.end()) {
@@ -427,7 +414,6 @@ class opencl_backend final : public backend {
   const std::string device_name_;
   const bool fp64_;
   ocl::kernel_program program_;  // built on the first kernel submitted
-  const bool aligned_alloc_;     // clSVMAlloc honours `granularity` as alignment
 
   std::atomic<std::size_t> allocated_{0};            // bytes between allocate and deallocate
   std::mutex bases_mu_;                              // guards bases_
