@@ -138,7 +138,7 @@ class opencl_backend final : public backend {
     void* base = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes + granularity, 0);
     if (base == nullptr) return nullptr;
     const auto b = reinterpret_cast<std::uintptr_t>(base);
-    const std::uintptr_t aligned = (b + granularity - 1) / granularity * granularity;
+    void* aligned = static_cast<char*>(base) + ((granularity - b % granularity) % granularity);
     try {
       std::lock_guard<std::mutex> lk(bases_mu_);
       bases_.emplace(aligned, base);
@@ -147,14 +147,14 @@ class opencl_backend final : public backend {
       throw;
     }
     allocated_.fetch_add(bytes, std::memory_order_relaxed);
-    return reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
+    return aligned;
   }
 
   void do_deallocate(void* p, std::size_t bytes) noexcept override {
     void* base = nullptr;
     {
       std::lock_guard<std::mutex> lk(bases_mu_);
-      const auto it = bases_.find(reinterpret_cast<std::uintptr_t>(p));
+      const auto it = bases_.find(p);
       if (it == bases_.end()) {
         std::fprintf(stderr,
                      "streampool: opencl: deallocate(%p, %zu bytes): not an allocation of this "
@@ -415,9 +415,9 @@ class opencl_backend final : public backend {
   const bool fp64_;
   ocl::kernel_program program_;  // built on the first kernel submitted
 
-  std::atomic<std::size_t> allocated_{0};            // bytes between allocate and deallocate
-  std::mutex bases_mu_;                              // guards bases_
-  std::unordered_map<std::uintptr_t, void*> bases_;  // aligned segment -> clSVMAlloc base
+  std::atomic<std::size_t> allocated_{0};   // bytes between allocate and deallocate
+  std::mutex bases_mu_;                     // guards bases_
+  std::unordered_map<void*, void*> bases_;  // aligned segment -> clSVMAlloc base
 };
 
 const ocl::api& api_or_throw() {
