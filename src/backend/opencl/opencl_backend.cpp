@@ -362,7 +362,7 @@ class opencl_backend final : public backend {
 
   /// This queue's kernel object for `l` (q.mu held).
   cl_kernel kernel_for(ocl::opencl_queue& q, cl_program program, const detail::kernel_launch& l) {
-    cl_kernel& k = q.kernels[static_cast<std::size_t>(l.entry) * ocl::kernel_dtypes +
+    cl_kernel& k = q.kernels[static_cast<std::size_t>(l.entry) * detail::kernel_dtype_count +
                              static_cast<std::size_t>(l.type)];
     if (k == nullptr) {
       cl_int r = CL_SUCCESS;

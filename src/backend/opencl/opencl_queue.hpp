@@ -23,9 +23,6 @@
 
 namespace streampool::detail::ocl {
 
-inline constexpr std::size_t kernel_entries = 5;  // kernel_entry's values
-inline constexpr std::size_t kernel_dtypes = 6;   // dtype's values
-
 struct opencl_queue {
   explicit opencl_queue(const api& a, cl_command_queue queue) noexcept : q(queue), staged(a) {}
 
@@ -34,11 +31,11 @@ struct opencl_queue {
   /// arguments, the scratch and the staging list are never touched by two threads at once, and
   /// each call's commands stay together in the queue.
   std::mutex mu;
-  std::array<cl_kernel, kernel_entries * kernel_dtypes>
-      kernels{};                  // guarded by mu; null = none yet
-  void* scratch = nullptr;        // guarded by mu
-  std::size_t scratch_bytes = 0;  // guarded by mu
-  staged_uploads staged;          // guarded by mu
+  /// By entry * kernel_dtype_count + dtype; null = not created yet. Guarded by mu, like the rest.
+  std::array<cl_kernel, kernel_entry_count * kernel_dtype_count> kernels{};
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+  staged_uploads staged;
 };
 
 }  // namespace streampool::detail::ocl

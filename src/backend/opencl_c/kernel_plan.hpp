@@ -44,6 +44,10 @@ namespace streampool::detail {
 
 /// The kernels of kernels.cl, per dtype.
 enum class kernel_entry : std::uint8_t { map_unary, map_binary, reduce, scan_tiles, scan_add };
+/// How many kernels kernels.cl defines: entries times dtypes (f64 only with SP_FP64). A backend may
+/// index a table of its kernel objects by entry * kernel_dtype_count + dtype.
+inline constexpr std::size_t kernel_entry_count = 5;
+inline constexpr std::size_t kernel_dtype_count = 6;
 
 /// "sp_reduce_f32": the kernel's name in kernels.cl (a static string).
 [[nodiscard]] STREAMPOOL_EXPORT const char* kernel_name(kernel_entry e, dtype t) noexcept;
