@@ -13,9 +13,12 @@ endif()
 
 file(GLOB streampool_opencl_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_LIST_DIR}/*.cpp")
 list(APPEND streampool_sources ${streampool_opencl_sources})
-# Only these files include CL/cl.h (as a system header: its code is not ours to warn about).
-set_source_files_properties(${streampool_opencl_sources} PROPERTIES INCLUDE_DIRECTORIES
-                                                                    "${STREAMPOOL_OPENCL_INCLUDE_DIR}")
+# Only these files include CL/cl.h. A directory the compiler searches anyway (/usr/include) is not
+# added: an explicit -I for it would reorder the system headers (#include_next in libstdc++).
+if(NOT STREAMPOOL_OPENCL_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+  set_source_files_properties(${streampool_opencl_sources} PROPERTIES INCLUDE_DIRECTORIES
+                                                                      "${STREAMPOOL_OPENCL_INCLUDE_DIR}")
+endif()
 # The kernel set and its launch plan, shared with the Level Zero backend.
 include("${PROJECT_SOURCE_DIR}/src/backend/opencl_c/sources.cmake")
 set(streampool_have_opencl_backend ON)
