@@ -14,9 +14,14 @@
 #include <vector>
 
 #include "streampool/streampool.hpp"
-#if __has_include("streampool/cuda.hpp")
+#if defined(STREAMPOOL_HAVE_CUDA_BACKEND)
 #include "streampool/cuda.hpp"
-#define DEMO_HAVE_CUDA 1
+#endif
+#if defined(STREAMPOOL_HAVE_OPENCL_BACKEND)
+#include "streampool/opencl.hpp"
+#endif
+#if defined(STREAMPOOL_HAVE_LEVEL_ZERO_BACKEND)
+#include "streampool/level_zero.hpp"
 #endif
 
 namespace sp = streampool;
@@ -97,26 +102,69 @@ void timing_table(const sp::device& d, const char* name) {
   }
 }
 
+/// A backend this build knows: whether its runtime and a device are here, and how to make one.
+struct backend_entry {
+  const char* name;
+  bool built;            // compiled into this build of the library
+  bool (*available)();   // runtime loaded and at least one device
+  sp::device (*make)();  // a device on the first one
+  const char* missing;   // what is absent when it is not available
+};
+
+std::vector<backend_entry> backends() {
+  std::vector<backend_entry> all;
+  all.push_back({"host", true, [] { return true; },
+                 [] { return sp::device(sp::make_host_backend({.checking = true})); }, ""});
+#if defined(STREAMPOOL_HAVE_CUDA_BACKEND)
+  all.push_back({"cuda", true, [] { return sp::cuda_available(); },
+                 [] { return sp::device(sp::make_cuda_backend(0)); }, "no CUDA driver or GPU"});
+#else
+  all.push_back({"cuda", false, nullptr, nullptr, ""});
+#endif
+#if defined(STREAMPOOL_HAVE_OPENCL_BACKEND)
+  all.push_back({"opencl", true, [] { return sp::opencl_available(); },
+                 [] { return sp::device(sp::make_opencl_backend(0)); },
+                 "no OpenCL runtime (libOpenCL.so.1) or device"});
+#else
+  all.push_back({"opencl", false, nullptr, nullptr, ""});
+#endif
+#if defined(STREAMPOOL_HAVE_LEVEL_ZERO_BACKEND)
+  all.push_back({"level_zero", true, [] { return sp::level_zero_available(); },
+                 [] { return sp::device(sp::make_level_zero_backend(0)); },
+                 "no Level Zero loader (libze_loader.so.1) with a driver and device"});
+#else
+  all.push_back({"level_zero", false, nullptr, nullptr, ""});
+#endif
+  return all;
+}
+
 }  // namespace
 
 int main() {
-  std::printf(
-      "streampool demo\n\n1. The origin scenario (threads die with their streams; their "
-      "arrays are freed later; the main thread reuses the blocks)\n");
-  bool ok = origin_scenario(sp::device(sp::make_host_backend({.checking = true})), "host");
-  std::vector<std::pair<sp::device, const char*>> timed{{sp::device::host(), "host"}};
-#ifdef DEMO_HAVE_CUDA
-  if (sp::cuda_available()) {
-    sp::device gpu(sp::make_cuda_backend(0));
-    ok = origin_scenario(gpu, "cuda") && ok;
-    timed.emplace_back(gpu, "cuda");
-  } else {
-    std::printf("  cuda   not available here (no driver or no GPU): skipped\n");
+  std::printf("streampool demo\n\nBackends in this build:\n");
+  std::vector<std::pair<sp::device, const char*>> found;
+  for (const backend_entry& b : backends()) {
+    if (!b.built) {
+      std::printf("  %-10s not built (its API headers were missing at build time)\n", b.name);
+    } else if (!b.available()) {
+      std::printf("  %-10s built; not available here: %s\n", b.name, b.missing);
+    } else {
+      found.emplace_back(b.make(), b.name);
+      std::printf("  %-10s available: %s\n", b.name,
+                  found.back().first.get_backend().name().c_str());
+    }
   }
-#endif
+  std::printf(
+      "\n1. The origin scenario on every available backend (threads die with their streams; "
+      "their arrays are freed later; the main thread reuses the blocks)\n");
+  bool ok = true;
+  for (auto& [d, name] : found) ok = origin_scenario(d, name) && ok;
   std::printf(
       "\n2. Warm alloc+free pair on one stream (steady_clock, 200k pairs; the benchmarks "
       "in bench/ are the measurement)\n");
+  std::vector<std::pair<sp::device, const char*>> timed{{sp::device::host(), "host"}};
+  for (auto& entry : found)
+    if (std::string(entry.second) != "host") timed.push_back(entry);
   for (auto& [d, name] : timed) timing_table(d, name);
   std::printf("\n%s\n", ok ? "demo: OK" : "demo: FAILED");
   return ok ? 0 : 1;

@@ -2,6 +2,7 @@
 # Builds and tests streampool: the release preset, then lint (scripts/lint.sh: clang-format and
 # clang-tidy over the tree, either finding fails the run), then debug (STREAMPOOL_DEBUG_LEVEL=3:
 # every assertion, and pool_state::validate() after every trim and, paced, large frees), then
+# fault (device-side waits skipped on purpose: every backend's ordering tests must fail), then
 # ASan+UBSan, then TSan, then (in CI, or when clang is installed) the fuzz preset: the model
 # fuzzer briefly, the C ABI fuzzer for 60 s.
 #
@@ -9,7 +10,8 @@
 #
 # Environment:
 #   STREAMPOOL_QUICK=1        release preset only (skip the sanitizer builds), for local use.
-#   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release lint debug asan tsan fuzz).
+#   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release lint debug fault asan tsan
+#                             fuzz).
 # Every preset runs even when an earlier one failed; the exit status is non-zero when any
 # configure, build or test step failed. CTest's summary of every preset is repeated at the end.
 set -euo pipefail
@@ -22,7 +24,7 @@ if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
 elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
-  presets=(release lint debug asan tsan)
+  presets=(release lint debug fault asan tsan)
   # clang + libFuzzer: a short run of the model fuzzer and 60 s of the C ABI fuzzer (fuzz/,
   # docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
