@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -472,6 +473,267 @@ TEST_F(ze_test_driver, many_threads_append_to_shared_and_own_lists) {
     }
   }
   ZE_OK(zeMemFree(context_, cells));
+}
+
+// A stand-in SPIR-V module: the driver checks the magic number only.
+constexpr std::array<uint32_t, 5> fake_spirv = {0x07230203u, 0x00010200u, 0, 1, 0};
+
+class ze_test_driver_kernels : public ze_test_driver {
+ protected:
+  void SetUp() override {
+    ze_test_driver::SetUp();
+    module_ = build("-DSP_FP64 -cl-std=CL1.2");
+    list_ = make_list();
+  }
+  void TearDown() override {
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeCommandListDestroy(list_));
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeModuleDestroy(module_));
+    ze_test_driver::TearDown();
+  }
+
+  static ze_module_handle_t build(const char* flags) {
+    ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
+                          nullptr,
+                          ZE_MODULE_FORMAT_IL_SPIRV,
+                          sizeof fake_spirv,
+                          reinterpret_cast<const uint8_t*>(fake_spirv.data()),
+                          flags,
+                          nullptr};
+    ze_module_handle_t m = nullptr;
+    ze_module_build_log_handle_t log = nullptr;
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeModuleCreate(context_, device_, &desc, &m, &log));
+    size_t size = 0;
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeModuleBuildLogGetString(log, &size, nullptr));
+    EXPECT_GE(size, 1u);
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeModuleBuildLogDestroy(log));
+    return m;
+  }
+
+  ze_kernel_handle_t kernel(const char* name) {
+    ze_kernel_desc_t desc{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, name};
+    ze_kernel_handle_t k = nullptr;
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeKernelCreate(module_, &desc, &k)) << name;
+    return k;
+  }
+
+  template <class T>
+  static void arg(ze_kernel_handle_t k, uint32_t i, const T& v) {
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeKernelSetArgumentValue(k, i, sizeof v, &v)) << "argument " << i;
+  }
+  static void local_arg(ze_kernel_handle_t k, uint32_t i, size_t bytes) {
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeKernelSetArgumentValue(k, i, bytes, nullptr));
+  }
+
+  // Launches G groups of L and waits for them.
+  void launch(ze_kernel_handle_t k, uint32_t groups, uint32_t group_size) {
+    ASSERT_EQ(ZE_RESULT_SUCCESS, zeKernelSetGroupSize(k, group_size, 1, 1));
+    ze_group_count_t count{groups, 1, 1};
+    events e(1);
+    ASSERT_EQ(ZE_RESULT_SUCCESS,
+              zeCommandListAppendLaunchKernel(list_, k, &count, e[0], 0, nullptr));
+    ASSERT_EQ(ZE_RESULT_SUCCESS, zeEventHostSynchronize(e[0], UINT64_MAX));
+  }
+
+  template <class T>
+  T* device_array(size_t n) {
+    return static_cast<T*>(alloc_device(n * sizeof(T) + 8));
+  }
+
+  ze_module_handle_t module_ = nullptr;
+  ze_command_list_handle_t list_ = nullptr;
+};
+
+// streampool::op values, as kernels.cl takes them.
+constexpr uint32_t op_sqrt = 3;
+constexpr uint32_t op_add = 5;
+constexpr uint32_t op_mul = 7;
+constexpr uint32_t op_max = 10;
+constexpr uint32_t op_axpy = 11;
+
+TEST_F(ze_test_driver_kernels, modules_check_the_magic_and_kernels_their_names) {
+  const uint32_t not_spirv[2] = {0xdeadbeef, 0};
+  ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
+                        nullptr,
+                        ZE_MODULE_FORMAT_IL_SPIRV,
+                        sizeof not_spirv,
+                        reinterpret_cast<const uint8_t*>(not_spirv),
+                        nullptr,
+                        nullptr};
+  ze_module_handle_t m = nullptr;
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_NATIVE_BINARY,
+            zeModuleCreate(context_, device_, &desc, &m, nullptr));
+
+  ze_kernel_desc_t unknown{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_no_such_kernel"};
+  ze_kernel_handle_t k = nullptr;
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(module_, &unknown, &k));
+
+  // Without SP_FP64 kernels.cl has no f64 kernels.
+  ze_module_handle_t no_fp64 = build("");
+  ze_kernel_desc_t f64{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_map_unary_f64"};
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(no_fp64, &f64, &k));
+  ZE_OK(zeModuleDestroy(no_fp64));
+
+  k = kernel("sp_reduce_f32");
+  auto props = described<ze_kernel_properties_t>(ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES);
+  ZE_OK(zeKernelGetProperties(k, &props));
+  EXPECT_EQ(5u, props.numKernelArgs);
+  const uint32_t wrong_size = 1;  // n is a ulong
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE,
+            zeKernelSetArgumentValue(k, 2, sizeof wrong_size, &wrong_size));
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX,
+            zeKernelSetArgumentValue(k, 5, sizeof wrong_size, &wrong_size));
+  uint32_t x = 0, y = 0, z = 0;
+  ZE_OK(zeKernelSuggestGroupSize(k, 1000, 1, 1, &x, &y, &z));
+  EXPECT_EQ(0u, 1000 % x);
+  ZE_OK(zeKernelDestroy(k));
+}
+
+TEST_F(ze_test_driver_kernels, map_kernels_compute_and_capture_arguments_at_append) {
+  constexpr uint64_t n = 1000;
+  auto* in0 = device_array<float>(n);
+  auto* in1 = device_array<float>(n);
+  auto* out = device_array<float>(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    in0[i] = static_cast<float>(i);
+    in1[i] = 0.5f * static_cast<float>(i);
+  }
+  ze_kernel_handle_t k = kernel("sp_map_binary_f32");
+  arg(k, 0, out);
+  arg(k, 1, in0);
+  arg(k, 2, in1);
+  arg(k, 3, n);
+  arg(k, 4, op_axpy);
+  arg(k, 5, 2.0f);
+  launch(k, 3, 64);  // 192 items: the grid-stride loop covers all 1000
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(2.5f * static_cast<float>(i), out[i]) << i;
+
+  // Arguments are captured at append: changing them afterwards does not change that launch.
+  ZE_OK(zeKernelSetGroupSize(k, 64, 1, 1));
+  events e(1);
+  ze_group_count_t count{4, 1, 1};
+  hooks_.set_delay_us(2000);
+  arg(k, 4, op_add);
+  ZE_OK(zeCommandListAppendLaunchKernel(list_, k, &count, e[0], 0, nullptr));
+  arg(k, 4, op_mul);
+  ZE_OK(zeEventHostSynchronize(e[0], UINT64_MAX));
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(1.5f * static_cast<float>(i), out[i]) << i;
+  ZE_OK(zeKernelDestroy(k));
+
+  // Unary with and without the scalar, in place, f64 and integer sqrt.
+  auto* d = device_array<double>(n);
+  for (uint64_t i = 0; i < n; ++i) d[i] = static_cast<double>(i * i);
+  ze_kernel_handle_t u = kernel("sp_map_unary_f64");
+  arg(u, 0, d);
+  arg(u, 1, d);
+  arg(u, 2, n);
+  arg(u, 3, op_sqrt);
+  arg(u, 4, uint32_t{0});
+  arg(u, 5, 0.0);
+  launch(u, 16, 64);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(static_cast<double>(i), d[i]) << i;
+  ZE_OK(zeKernelDestroy(u));
+
+  auto* v = device_array<int64_t>(n);
+  for (uint64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(i) - 500;
+  ze_kernel_handle_t m = kernel("sp_map_unary_i64");
+  arg(m, 0, v);
+  arg(m, 1, v);
+  arg(m, 2, n);
+  arg(m, 3, op_max);
+  arg(m, 4, uint32_t{1});
+  arg(m, 5, int64_t{0});
+  launch(m, 2, 256);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(std::max<int64_t>(0, int64_t(i) - 500), v[i]) << i;
+  ZE_OK(zeKernelDestroy(m));
+
+  for (void* p : {static_cast<void*>(in0), static_cast<void*>(in1), static_cast<void*>(out),
+                  static_cast<void*>(d), static_cast<void*>(v)}) {
+    ZE_OK(zeMemFree(context_, p));
+  }
+}
+
+TEST_F(ze_test_driver_kernels, reduce_in_two_passes) {
+  constexpr uint64_t n = 100000;
+  constexpr uint32_t L = 64;
+  constexpr uint32_t G = 16;
+  auto* in = device_array<int64_t>(n);
+  auto* partials = device_array<int64_t>(G);
+  auto* out = device_array<int64_t>(1);
+  for (uint64_t i = 0; i < n; ++i) in[i] = static_cast<int64_t>(i % 1000) - 300;
+  const int64_t expected = std::accumulate(in, in + n, int64_t{0});
+
+  ze_kernel_handle_t k = kernel("sp_reduce_i64");
+  arg(k, 0, partials);
+  arg(k, 1, in);
+  arg(k, 2, n);
+  arg(k, 3, op_add);
+  local_arg(k, 4, L * sizeof(int64_t));
+  launch(k, G, L);
+  arg(k, 0, out);
+  arg(k, 1, partials);
+  arg(k, 2, uint64_t{G});
+  launch(k, 1, L);
+  EXPECT_EQ(expected, out[0]);
+
+  // Local memory smaller than a group's accumulators: reported, not run.
+  expect_clean_ = false;
+  out[0] = 42;
+  local_arg(k, 4, 8);
+  launch(k, 1, L);
+  EXPECT_EQ(42, out[0]);
+  EXPECT_EQ(1u, hooks_.violations(nullptr, 0));
+  EXPECT_NE(std::string::npos, hooks_.violation_text().find("kernel launch error"))
+      << hooks_.violation_text();
+
+  ZE_OK(zeKernelDestroy(k));
+  for (void* p : {static_cast<void*>(in), static_cast<void*>(partials), static_cast<void*>(out)}) {
+    ZE_OK(zeMemFree(context_, p));
+  }
+}
+
+TEST_F(ze_test_driver_kernels, scan_over_tiles_then_add) {
+  constexpr uint64_t n = 1000;
+  constexpr uint32_t L = 64;
+  constexpr uint32_t G = (n + L - 1) / L;  // 16 tiles: their totals fit one tile
+  auto* in = device_array<uint32_t>(n);
+  auto* out = device_array<uint32_t>(n);
+  auto* totals = device_array<uint32_t>(G);
+  for (uint64_t i = 0; i < n; ++i) in[i] = static_cast<uint32_t>(i % 7 + 1);
+
+  // Exclusive scan with init 100: tiles, then the totals scanned exclusively (init 0) in place,
+  // then added to every tile.
+  ze_kernel_handle_t tiles = kernel("sp_scan_tiles_u32");
+  arg(tiles, 0, out);
+  arg(tiles, 1, in);
+  arg(tiles, 2, totals);
+  arg(tiles, 3, n);
+  arg(tiles, 4, op_add);
+  arg(tiles, 5, uint32_t{1});
+  arg(tiles, 6, uint32_t{100});
+  local_arg(tiles, 7, L * sizeof(uint32_t));
+  launch(tiles, G, L);
+  arg(tiles, 0, totals);
+  arg(tiles, 1, totals);
+  arg(tiles, 3, uint64_t{G});
+  arg(tiles, 6, uint32_t{0});
+  launch(tiles, 1, L);
+  ze_kernel_handle_t add = kernel("sp_scan_add_u32");
+  arg(add, 0, out);
+  arg(add, 1, totals);
+  arg(add, 2, n);
+  arg(add, 3, op_add);
+  launch(add, G, L);
+
+  uint32_t acc = 100;
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(acc, out[i]) << i;
+    acc += in[i];
+  }
+  ZE_OK(zeKernelDestroy(tiles));
+  ZE_OK(zeKernelDestroy(add));
+  for (void* p : {static_cast<void*>(in), static_cast<void*>(out), static_cast<void*>(totals)}) {
+    ZE_OK(zeMemFree(context_, p));
+  }
 }
 
 }  // namespace
