@@ -415,6 +415,7 @@ TEST_F(ze_test_driver, event_reuse_detector_reports_command_reset_resignal_and_d
   EXPECT_EQ(1u, hooks_.violations(nullptr, 0)) << hooks_.violation_text();
   EXPECT_NE(std::string::npos, hooks_.violation_text().find("zeCommandListAppendEventReset"));
   hooks_.reset_violations();
+  ZE_OK(zeEventHostReset(e[2]));  // `other` is past it (it signalled e2 last)
 
   // Signalled twice without a reset while the wait is pending: the first signal may release it,
   // the second belongs to a new use. (Signal from the host twice before the list runs its wait.)
