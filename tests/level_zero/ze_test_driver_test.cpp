@@ -446,6 +446,45 @@ TEST_F(ze_test_driver, event_reuse_detector_reports_command_reset_resignal_and_d
   ZE_OK(zeCommandListDestroy(other));
 }
 
+TEST_F(ze_test_driver, lists_are_unordered_without_events_and_own_resets_do_not_count) {
+  events e(4);
+  ze_command_list_handle_t one = make_list();
+  ze_command_list_handle_t two = make_list();
+  auto* a = static_cast<uint32_t*>(alloc_device(1024 * 4));
+  auto* b = static_cast<uint32_t*>(alloc_device(1024 * 4));
+  std::memset(a, 0, 1024 * 4);
+  std::memset(b, 0, 1024 * 4);
+
+  // one is held by a gate; two copies a -> b without waiting for one's fill: it sees the old a.
+  ze_event_handle_t gate = e[0];
+  const uint32_t ones = 0x01010101u;
+  ZE_OK(zeCommandListAppendMemoryFill(one, a, &ones, 4, 1024 * 4, e[1], 1, &gate));
+  ZE_OK(zeCommandListAppendMemoryCopy(two, b, a, 1024 * 4, e[2], 0, nullptr));
+  ZE_OK(zeEventHostSynchronize(e[2], UINT64_MAX));
+  EXPECT_EQ(0u, b[0]);
+  ZE_OK(zeEventHostSignal(e[0]));
+  ZE_OK(zeEventHostSynchronize(e[1], UINT64_MAX));
+  EXPECT_EQ(ones, a[1023]);
+
+  // A list resetting an event and then waiting on it (for another list's signal) is no reuse:
+  // its own reset runs before it reaches the wait. (two resets e3, then lets one signal it.)
+  ZE_OK(zeEventHostReset(e[0]));  // one is past the gate: e1 came after it
+  ZE_OK(zeEventHostReset(e[2]));
+  ze_event_handle_t e3 = e[3];
+  ZE_OK(zeCommandListAppendEventReset(two, e[3]));
+  ZE_OK(zeCommandListAppendSignalEvent(two, e[0]));
+  ZE_OK(zeCommandListAppendWaitOnEvents(two, 1, &e3));
+  ZE_OK(zeCommandListAppendSignalEvent(two, e[2]));
+  ZE_OK(zeCommandListAppendWaitOnEvents(one, 1, &gate));
+  ZE_OK(zeCommandListAppendSignalEvent(one, e[3]));
+  ZE_OK(zeEventHostSynchronize(e[2], UINT64_MAX));
+
+  ZE_OK(zeCommandListDestroy(one));
+  ZE_OK(zeCommandListDestroy(two));
+  ZE_OK(zeMemFree(context_, a));
+  ZE_OK(zeMemFree(context_, b));
+}
+
 TEST_F(ze_test_driver, many_threads_append_to_shared_and_own_lists) {
   hooks_.set_delay_us(20);
   constexpr int threads = 4;

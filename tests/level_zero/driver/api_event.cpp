@@ -51,7 +51,7 @@ ze_result_t ZE_APICALL event_destroy(ze_event_handle_t e) {
 }
 
 ze_result_t ZE_APICALL event_host_signal(ze_event_handle_t e) {
-  from_handle(e)->signal("zeEventHostSignal");
+  from_handle(e)->signal({"zeEventHostSignal"});
   return ZE_RESULT_SUCCESS;
 }
 
@@ -64,7 +64,7 @@ ze_result_t ZE_APICALL event_query_status(ze_event_handle_t e) {
 }
 
 ze_result_t ZE_APICALL event_host_reset(ze_event_handle_t e) {
-  from_handle(e)->reset("zeEventHostReset");
+  from_handle(e)->reset({"zeEventHostReset"});
   return ZE_RESULT_SUCCESS;
 }
 

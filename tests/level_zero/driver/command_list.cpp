@@ -89,13 +89,13 @@ void command_list::run() {
     }
     delay();
     if (c.reset != nullptr) {
-      c.reset->reset("zeCommandListAppendEventReset");
+      c.reset->reset({"zeCommandListAppendEventReset", id_, c.number});
     }
     if (c.body) {
       c.body();
     }
     if (c.signal != nullptr) {
-      c.signal->signal("a command's signal event");
+      c.signal->signal({"a command's signal event", id_, c.number});
     }
   }
 }

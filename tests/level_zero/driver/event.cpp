@@ -34,19 +34,22 @@ std::string event::describe() const {
   return text;
 }
 
-void event::report_pending_locked(const char* what, const char* who) {
+void event::report_pending_locked(const char* what, const actor& who) {
   for (const pending_wait& w : waits_) {
+    if (w.list_id == who.list_id && w.command > who.command) {
+      continue;  // appended after `who` on its own list: reached after it
+    }
     char text[224];
     std::snprintf(text, sizeof text,
                   "%s %s by %s while command list #%llu still waits on it (its command #%llu, "
                   "a wait appended and not yet passed)",
-                  describe().c_str(), what, who, static_cast<unsigned long long>(w.list_id),
+                  describe().c_str(), what, who.name, static_cast<unsigned long long>(w.list_id),
                   static_cast<unsigned long long>(w.command));
     report_violation(text);
   }
 }
 
-void event::signal(const char* who) {
+void event::signal(const actor& who) {
   std::lock_guard lock(globals().mu);
   if (signalled_) {
     report_pending_locked("signalled again without a reset", who);
@@ -55,7 +58,7 @@ void event::signal(const char* who) {
   globals().cv.notify_all();
 }
 
-void event::reset(const char* who) {
+void event::reset(const actor& who) {
   std::lock_guard lock(globals().mu);
   report_pending_locked("reset", who);
   signalled_ = false;
@@ -69,7 +72,9 @@ bool event::is_signalled() {
 bool event::host_wait(std::uint64_t timeout_ns) {
   std::unique_lock lock(globals().mu);
   auto done = [this] { return signalled_; };
-  if (timeout_ns == UINT64_MAX) {
+  // Beyond a day counts as forever: steady_clock arithmetic on larger values overflows.
+  constexpr std::uint64_t a_day_ns = std::uint64_t{86400} * 1000000000;
+  if (timeout_ns > a_day_ns) {
     globals().cv.wait(lock, done);
     return true;
   }
@@ -78,7 +83,7 @@ bool event::host_wait(std::uint64_t timeout_ns) {
 
 void event::retire() {
   std::lock_guard lock(globals().mu);
-  report_pending_locked("destroyed", "zeEventDestroy");
+  report_pending_locked("destroyed", actor{"zeEventDestroy"});
   retired_ = true;
   globals().cv.notify_all();
 }

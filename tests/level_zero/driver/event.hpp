@@ -12,7 +12,9 @@
 //   - E is signalled again without a reset in between (a second use of a signalled event);
 //   - E is destroyed (zeEventDestroy): the waiter reads freed memory on a real device. Here its
 //     waiters are released so that the test does not hang.
-// A wait appended on E that is then reset before being signalled is the first case. Passing means
+// A wait appended on E that is then reset before being signalled is the first case. A command
+// does not trip over waits appended to its own list after it (the list reaches them later: this
+// driver executes each list in order). Passing means
 // the worker saw E signalled and moved on; waiting on the host (zeEventHostSynchronize) registers
 // nothing, because the host sees the flag itself and the caller orders its own reset after it.
 #pragma once
@@ -48,10 +50,17 @@ class event {
   /// "event 0x... (pool #2, index 5)", for messages.
   [[nodiscard]] std::string describe() const;
 
-  /// Sets the flag; `who` names the caller in a violation's message.
-  void signal(const char* who);
+  /// Who signals or resets: the host, or command `command` of list `list_id`.
+  struct actor {
+    const char* name;           ///< for messages: "zeEventHostReset", ...
+    std::uint64_t list_id = 0;  ///< 0: the host
+    std::uint64_t command = 0;
+  };
+
+  /// Sets the flag.
+  void signal(const actor& who);
   /// Clears the flag.
-  void reset(const char* who);
+  void reset(const actor& who);
   [[nodiscard]] bool is_signalled();
   /// Waits until signalled, or up to timeout_ns (UINT64_MAX = forever). True once signalled.
   [[nodiscard]] bool host_wait(std::uint64_t timeout_ns);
@@ -64,7 +73,7 @@ class event {
   void pass_wait(std::uint64_t ticket);
 
  private:
-  void report_pending_locked(const char* what, const char* who);
+  void report_pending_locked(const char* what, const actor& who);
 
   event_pool* const pool_;
   const std::uint32_t index_;
