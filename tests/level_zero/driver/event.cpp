@@ -39,12 +39,16 @@ void event::report_pending_locked(const char* what, const actor& who) {
     if (w.list_id == who.list_id && w.command > who.command) {
       continue;  // appended after `who` on its own list: reached after it
     }
-    char text[224];
+    // Whether the flag was set says which mistake it is: set, the waiter simply had not got there
+    // yet (the program took "signalled" for "every waiter has passed"); clear, the waiter was
+    // appended for a signal that had not happened.
+    char text[320];
     std::snprintf(text, sizeof text,
                   "%s %s by %s while command list #%llu still waits on it (its command #%llu, "
-                  "a wait appended and not yet passed)",
+                  "a wait appended and not yet passed; the event was %s)",
                   describe().c_str(), what, who.name, static_cast<unsigned long long>(w.list_id),
-                  static_cast<unsigned long long>(w.command));
+                  static_cast<unsigned long long>(w.command),
+                  signalled_ ? "signalled" : "not signalled");
     report_violation(text);
   }
 }
