@@ -400,6 +400,21 @@ TEST_F(ze_test_driver, event_reuse_detector_reports_a_reset_under_a_pending_wait
   ZE_OK(zeCommandListDestroy(waiter));
 }
 
+TEST_F(ze_test_driver, event_reuse_detector_can_abort) {
+  // What SP_ZE_TEST_DRIVER_ABORT_ON_VIOLATION=1 does, for programs that never ask the hooks.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        hooks_.set_abort_on_violation(1);
+        events e(1);
+        ze_command_list_handle_t waiter = make_list();
+        ze_event_handle_t e0 = e[0];
+        (void)zeCommandListAppendWaitOnEvents(waiter, 1, &e0);
+        (void)zeEventHostReset(e[0]);
+      },
+      "EVENT REUSE VIOLATION: event .* reset by zeEventHostReset while command list");
+}
+
 TEST_F(ze_test_driver, event_reuse_detector_reports_command_reset_resignal_and_destroy) {
   expect_clean_ = false;
   events e(4);

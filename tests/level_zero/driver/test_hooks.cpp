@@ -43,4 +43,9 @@ __attribute__((visibility("default"))) void sp_ze_test_driver_set_delay_us(unsig
   config().delay_us = delay_us;
 }
 
+__attribute__((visibility("default"))) void sp_ze_test_driver_set_abort_on_violation(
+    int abort_on_violation) {
+  config().abort_on_violation = abort_on_violation != 0;
+}
+
 }  // extern "C"

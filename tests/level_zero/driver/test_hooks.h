@@ -35,6 +35,9 @@ typedef void (*sp_ze_test_driver_set_capacity_fn)(size_t bytes);
 /* Sets the maximum delay before each command in microseconds (0 = none); overrides
  * SP_ZE_TEST_DRIVER_DELAY_US for commands executed from now on. */
 typedef void (*sp_ze_test_driver_set_delay_us_fn)(unsigned delay_us);
+/* Whether a violation aborts the process (nonzero: abort); overrides
+ * SP_ZE_TEST_DRIVER_ABORT_ON_VIOLATION. */
+typedef void (*sp_ze_test_driver_set_abort_on_violation_fn)(int abort_on_violation);
 
 #ifdef __cplusplus
 }
