@@ -23,7 +23,9 @@ struct level_zero_fixture {
     return sp::device(sp::make_level_zero_backend(0));
   }
   static std::vector<std::string> violations(const sp::device&) { return st::ze_violations(); }
-  static std::optional<std::size_t> upstream_bytes(const sp::device&) { return st::ze_bytes_held(); }
+  static std::optional<std::size_t> upstream_bytes(const sp::device&) {
+    return st::ze_bytes_held();
+  }
 };
 
 using level_zero_fixtures = ::testing::Types<level_zero_fixture<0>, level_zero_fixture<50>>;

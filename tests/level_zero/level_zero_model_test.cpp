@@ -35,7 +35,8 @@ TEST(LevelZeroModel, RandomSequences) {
         return held > base ? held - base : 0;
       };
     }
-    b.description = "level_zero on the test driver, delay " + std::to_string(h.max_delay_us) + " us";
+    b.description =
+        "level_zero on the test driver, delay " + std::to_string(h.max_delay_us) + " us";
     return b;
   };
   sm::run_model_test(o, sm::under_sanitizer ? 15 : 60);

@@ -205,8 +205,8 @@ TEST_F(LevelZeroTest, NoEventIsReusedWhileAWaitOnItIsPending) {
       other.reset();  // possibly the last reference: released with the wait still pending
       void* mine =
           static_cast<char*>(mem) + bytes * static_cast<std::size_t>(t * queues_per_thread + i);
-      be->submit(q, sp::command::make(sp::fill_command{mine, static_cast<std::uint64_t>(r), 1,
-                                                       bytes}));
+      be->submit(
+          q, sp::command::make(sp::fill_command{mine, static_cast<std::uint64_t>(r), 1, bytes}));
       auto published = std::make_shared<shared_marker>(shared_marker{be.get(), be->record(q)});
       {
         std::lock_guard lk(mu);

@@ -63,8 +63,9 @@ inline void require_level_zero() {
     FAIL() << "level_zero_available() is false, yet make_level_zero_backend(0) succeeded";
   } catch (const backend_error& e) {
     FAIL() << "Level Zero is not available (ZE_ENABLE_ALT_DRIVERS="
-           << (std::getenv("ZE_ENABLE_ALT_DRIVERS") != nullptr ? std::getenv("ZE_ENABLE_ALT_DRIVERS")
-                                                               : "<unset>")
+           << (std::getenv("ZE_ENABLE_ALT_DRIVERS") != nullptr
+                   ? std::getenv("ZE_ENABLE_ALT_DRIVERS")
+                   : "<unset>")
            << "): " << e.what();
   }
 }

@@ -31,7 +31,8 @@ loaded load_once() {
   void* lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = dlerror();
-    l.why = std::string("dlopen(libze_loader.so.1) failed: ") + (e != nullptr ? e : "unknown error");
+    l.why =
+        std::string("dlopen(libze_loader.so.1) failed: ") + (e != nullptr ? e : "unknown error");
     return l;
   }
   // Never dlclose: memory, events and command lists may be released from static destructors
@@ -56,8 +57,7 @@ loaded load_once() {
               l.why) &&
       resolve(lib, "zeCommandListAppendMemoryCopy", d.command_list_append_memory_copy, l.why) &&
       resolve(lib, "zeCommandListAppendMemoryFill", d.command_list_append_memory_fill, l.why) &&
-      resolve(lib, "zeCommandListAppendLaunchKernel", d.command_list_append_launch_kernel,
-              l.why) &&
+      resolve(lib, "zeCommandListAppendLaunchKernel", d.command_list_append_launch_kernel, l.why) &&
       resolve(lib, "zeEventPoolCreate", d.event_pool_create, l.why) &&
       resolve(lib, "zeEventPoolDestroy", d.event_pool_destroy, l.why) &&
       resolve(lib, "zeEventCreate", d.event_create, l.why) &&
@@ -85,8 +85,9 @@ loaded load_once() {
       resolve(lib, "zeVirtualMemUnmap", d.virtual_mem_unmap, l.why);
   if (!ok) return l;
   // Later than the 1.4 headers: used only when the loader has it.
-  d.driver_get_last_error_description = reinterpret_cast<decltype(
-      d.driver_get_last_error_description)>(dlsym(lib, "zeDriverGetLastErrorDescription"));
+  d.driver_get_last_error_description =
+      reinterpret_cast<decltype(d.driver_get_last_error_description)>(
+          dlsym(lib, "zeDriverGetLastErrorDescription"));
   // 0: every device type the drivers offer (the test driver reports a GPU).
   const ze_result_t r = d.init(0);
   if (r != ZE_RESULT_SUCCESS) {

@@ -94,8 +94,8 @@ class event_registry {
 
   mutable std::mutex mu_;  // guards everything below and every slot's counts
   std::vector<ze_event_pool_handle_t> pools_;
-  std::uint32_t pool_capacity_ = 0;  ///< events in pools_.back()
-  std::uint32_t pool_used_ = 0;      ///< of them created so far
+  std::uint32_t pool_capacity_ = 0;                 ///< events in pools_.back()
+  std::uint32_t pool_used_ = 0;                     ///< of them created so far
   std::vector<std::unique_ptr<event_slot>> slots_;  ///< every slot, for destruction
   std::vector<event_slot*> idle_;
   std::vector<event_slot*> draining_;

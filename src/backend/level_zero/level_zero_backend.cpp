@@ -38,10 +38,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/opencl_c/kernel_plan.hpp"
 #include "check.hpp"
 #include "driver.hpp"
 #include "event_registry.hpp"
-#include "backend/opencl_c/kernel_plan.hpp"
 #include "spirv.hpp"
 #include "streampool/level_zero.hpp"
 
@@ -105,8 +105,8 @@ struct ze_queue {
   struct batch {
     event_slot* proof = nullptr;
     std::vector<event_slot*> waits;
-    std::vector<void*> memory;             // zeMemAlloc* memory, zeMemFree'd
-    std::deque<std::uint64_t> patterns;    // fill patterns (their addresses were appended)
+    std::vector<void*> memory;           // zeMemAlloc* memory, zeMemFree'd
+    std::deque<std::uint64_t> patterns;  // fill patterns (their addresses were appended)
   };
 
   std::mutex mu;  // guards everything below, and appends to cl
@@ -140,12 +140,11 @@ struct device_facts {
 
 class level_zero_backend final : public backend {
  public:
-  level_zero_backend(const ze::driver& d, int ordinal, device_location loc,
-                     ze_context_handle_t ctx, const device_facts& facts)
-      : backend("level_zero",
-                backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
-                             allocation_granularity, facts.total_memory, facts.vm_granule != 0,
-                             facts.vm_granule}),
+  level_zero_backend(const ze::driver& d, int ordinal, device_location loc, ze_context_handle_t ctx,
+                     const device_facts& facts)
+      : backend("level_zero", backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
+                                           allocation_granularity, facts.total_memory,
+                                           facts.vm_granule != 0, facts.vm_granule}),
         d_(d),
         ordinal_(ordinal),
         drv_(loc.drv),
@@ -172,8 +171,7 @@ class level_zero_backend final : public backend {
   void* do_allocate(std::size_t bytes) override {
     const ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
     void* p = nullptr;
-    const ze_result_t r =
-        d_.mem_alloc_device(ctx_, &desc, bytes, allocation_granularity, dev_, &p);
+    const ze_result_t r = d_.mem_alloc_device(ctx_, &desc, bytes, allocation_granularity, dev_, &p);
     // The contract's out of memory is the device's; a driver that keeps device memory in host
     // memory (the test driver) may say host, which is the same condition for the pool.
     if (r == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY || r == ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)
@@ -182,12 +180,12 @@ class level_zero_backend final : public backend {
               allocation_granularity, ordinal_);
     if (reinterpret_cast<std::uintptr_t>(p) % allocation_granularity != 0) {
       report_teardown(d_.mem_free(ctx_, p), "zeMemFree");
-      throw backend_error(backend_error_kind::runtime,
-                          detail::format("level_zero: zeMemAllocDevice(%zu bytes) on device %d "
-                                         "returned %s, not aligned to %zu as asked",
-                                         bytes, ordinal_, detail::format_ptr(p).c_str(),
-                                         allocation_granularity),
-                          "level_zero", 0);
+      throw backend_error(
+          backend_error_kind::runtime,
+          detail::format("level_zero: zeMemAllocDevice(%zu bytes) on device %d "
+                         "returned %s, not aligned to %zu as asked",
+                         bytes, ordinal_, detail::format_ptr(p).c_str(), allocation_granularity),
+          "level_zero", 0);
     }
     return p;
   }
@@ -240,8 +238,7 @@ class level_zero_backend final : public backend {
   }
 
   native_physical do_create_physical() override {
-    ze_physical_mem_desc_t desc{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0,
-                                facts_.vm_granule};
+    ze_physical_mem_desc_t desc{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, facts_.vm_granule};
     ze_physical_mem_handle_t h = nullptr;
     const ze_result_t r = d_.physical_mem_create(ctx_, dev_, &desc, &h);
     if (r == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY || r == ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)
@@ -552,8 +549,8 @@ class level_zero_backend final : public backend {
     const detail::kernel_shape shape{facts_.group_size, max_map_groups};
     const std::size_t need = detail::kernel_scratch_bytes(k, shape);
     if (need > q->scratch_bytes) grow_scratch(q, need);
-    const detail::kernel_plan plan = detail::make_kernel_plan(k, shape, q->scratch,
-                                                              q->scratch_bytes);
+    const detail::kernel_plan plan =
+        detail::make_kernel_plan(k, shape, q->scratch, q->scratch_bytes);
     for (const detail::kernel_launch& l : plan.launches) append_launch(q, module, l, k);
   }
 
@@ -654,9 +651,9 @@ class level_zero_backend final : public backend {
     }
     if (r != ZE_RESULT_SUCCESS) {
       if (m != nullptr) report_teardown(d_.module_destroy(m), "zeModuleDestroy");
-      ze::check(d_, drv_, r, "zeModuleCreate(%zu bytes of SPIR-V%s) on device %d%s%s",
-                spirv.size, facts_.fp64 ? ", with fp64" : "", ordinal_,
-                text.empty() ? "" : "; build log:\n", text.c_str());
+      ze::check(d_, drv_, r, "zeModuleCreate(%zu bytes of SPIR-V%s) on device %d%s%s", spirv.size,
+                facts_.fp64 ? ", with fp64" : "", ordinal_, text.empty() ? "" : "; build log:\n",
+                text.c_str());
     }
     module_ = m;
     return module_;
@@ -674,10 +671,10 @@ class level_zero_backend final : public backend {
   std::mutex queues_mu_;           // guards queues_
   std::vector<ze_queue*> queues_;  // live queues, for take_event's polling
 
-  std::mutex module_mu_;                  // guards module_
+  std::mutex module_mu_;                 // guards module_
   ze_module_handle_t module_ = nullptr;  // built on the first kernel
 
-  std::mutex unaligned_mu_;                                // guards unaligned_
+  std::mutex unaligned_mu_;                              // guards unaligned_
   std::unordered_map<std::uintptr_t, void*> unaligned_;  // aligned range -> zeVirtualMemReserve's
 };
 
@@ -786,10 +783,10 @@ std::shared_ptr<backend> make_level_zero_backend(int ordinal) {
   const std::vector<device_location> devices = enumerate(d);
   const int count = static_cast<int>(devices.size());
   if (ordinal < 0 || ordinal >= count) {
-    throw backend_error(backend_error_kind::no_device,
-                        detail::format("level_zero: no device %d (%d devices over all drivers)",
-                                       ordinal, count),
-                        "level_zero", static_cast<long>(ZE_RESULT_ERROR_INVALID_ARGUMENT));
+    throw backend_error(
+        backend_error_kind::no_device,
+        detail::format("level_zero: no device %d (%d devices over all drivers)", ordinal, count),
+        "level_zero", static_cast<long>(ZE_RESULT_ERROR_INVALID_ARGUMENT));
   }
   const device_location loc = devices[static_cast<std::size_t>(ordinal)];
   const ze_context_desc_t desc{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
