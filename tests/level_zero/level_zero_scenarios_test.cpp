@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <thread>
@@ -19,6 +20,11 @@ namespace sp = streampool;
 namespace st = streampool::test;
 
 namespace {
+
+// A violation aborts the process at once (the driver reads this when the loader loads it, at the
+// first Level Zero call): a backend that resets an event under a pending wait can leave that wait
+// blocked for ever, and the test must fail then, not hang until CTest's timeout.
+const bool abort_on_violation = setenv("SP_ZE_TEST_DRIVER_ABORT_ON_VIOLATION", "1", 1) == 0;
 
 /// One backend per process, like a runtime's device object.
 sp::device gpu() {
@@ -39,6 +45,7 @@ class driver_delay {
 class LevelZeroTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(abort_on_violation);
     st::require_level_zero();
     if (HasFatalFailure()) return;
     st::hooks().reset_violations();
@@ -177,10 +184,17 @@ TEST_F(LevelZeroTest, NoEventIsReusedWhileAWaitOnItIsPending) {
   driver_delay slow(200);
   // Markers published for other threads to wait on; each holds a reference count so that the
   // last user releases it (a marker is released exactly once).
-  struct shared_marker {
-    sp::backend* b;
-    sp::native_marker m;
-    ~shared_marker() { b->release_marker(m); }
+  class shared_marker {
+   public:
+    shared_marker(sp::backend& b, sp::native_marker m) : b_(b), m_(m) {}
+    shared_marker(const shared_marker&) = delete;  // one release per marker
+    shared_marker& operator=(const shared_marker&) = delete;
+    ~shared_marker() { b_.release_marker(m_); }
+    [[nodiscard]] sp::native_marker get() const { return m_; }
+
+   private:
+    sp::backend& b_;
+    sp::native_marker m_;
   };
   std::mutex mu;
   std::vector<std::shared_ptr<shared_marker>> board(threads);
@@ -199,7 +213,7 @@ TEST_F(LevelZeroTest, NoEventIsReusedWhileAWaitOnItIsPending) {
         other = board[(static_cast<std::size_t>(t) + 1 + rng() % (threads - 1)) % threads];
       }
       if (other) {
-        be->wait_device(q, other->m);
+        be->wait_device(q, other->get());
         ++waits;
       }
       other.reset();  // possibly the last reference: released with the wait still pending
@@ -207,7 +221,7 @@ TEST_F(LevelZeroTest, NoEventIsReusedWhileAWaitOnItIsPending) {
           static_cast<char*>(mem) + bytes * static_cast<std::size_t>(t * queues_per_thread + i);
       be->submit(
           q, sp::command::make(sp::fill_command{mine, static_cast<std::uint64_t>(r), 1, bytes}));
-      auto published = std::make_shared<shared_marker>(shared_marker{be.get(), be->record(q)});
+      auto published = std::make_shared<shared_marker>(*be, be->record(q));
       {
         std::lock_guard lk(mu);
         board[static_cast<std::size_t>(t)] = std::move(published);
