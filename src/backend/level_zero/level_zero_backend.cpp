@@ -236,8 +236,8 @@ class level_zero_backend final : public backend {
     const std::size_t g = facts_.vm_granule;
     std::uintptr_t next = next_reserve_.load(std::memory_order_relaxed);
     if (next == 0) next = std::uintptr_t{1} << 44;  // 16 TiB: a multiple of every granule we use
-    return reinterpret_cast<const void*>((next + g - 1) / g *
-                                         g);  // NOLINT(performance-no-int-to-ptr)
+    const std::uintptr_t aligned = (next + g - 1) / g * g;
+    return reinterpret_cast<const void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
   }
   void note_reserved(void* p, std::size_t bytes) noexcept {
     next_reserve_.store(reinterpret_cast<std::uintptr_t>(p) + bytes, std::memory_order_relaxed);
