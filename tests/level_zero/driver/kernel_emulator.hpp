@@ -1,0 +1,32 @@
+// The kernels this driver can "run": those of streampool's shared OpenCL C source
+// (src/backend/opencl_c/kernels.cl), emulated on the host by name, work-group by work-group, from
+// the semantics documented in that file's header comment. The SPIR-V a program hands to
+// zeModuleCreate is never looked at beyond its magic number; zeKernelCreate finds the emulation by
+// the kernel's name.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "kernel_launch.hpp"
+
+namespace streampool::ze_test_driver {
+
+/// Argument sizes of a kernel: 0 marks a local-memory argument (set with a size and no value).
+inline constexpr std::size_t max_kernel_args = 8;
+using kernel_arg_sizes = std::array<std::uint8_t, max_kernel_args>;
+
+struct kernel_def {
+  const char* name;
+  std::uint32_t num_args;
+  kernel_arg_sizes arg_sizes;
+  bool needs_fp64;  ///< exists only in a module built with -DSP_FP64 (the f64 kernels)
+  /// Runs the whole launch (every work-group) on the calling thread.
+  void (*run)(const kernel_launch& launch);
+};
+
+/// The emulation of the kernel called `name`, or nullptr.
+[[nodiscard]] const kernel_def* find_kernel(std::string_view name) noexcept;
+
+}  // namespace streampool::ze_test_driver
