@@ -162,6 +162,20 @@ TEST(LevelZeroSmoke, BackendCapabilitiesAndCommands) {
     EXPECT_EQ(download(*b, q, c, 16), std::vector<std::uint8_t>(16, 7));
     b->release_marker(m);
 
+    // Many fills and waits with no marker recorded in between: the backend closes the queue's
+    // open batch itself every 256 entries (each fill's pattern lives until the fill has run).
+    sp::native_queue q3 = b->create_queue();
+    sp::native_marker other = b->record(q3);
+    for (int i = 0; i < 600; ++i) {
+      b->submit(q, sp::command::make(sp::fill_command{c, static_cast<std::uint64_t>(i), 4, 1024}));
+      if (i % 2 == 0) b->wait_device(q, other);
+    }
+    b->release_marker(other);  // with waits on it still queued
+    const auto last = download_as<std::uint32_t>(*b, q, c, 1024);
+    EXPECT_EQ(last, std::vector<std::uint32_t>(1024, 599u));
+    sync(*b, q3);
+    b->destroy_queue(q3);
+
     // Virtual memory: two granules mapped into a reserved range, used, unmapped, released.
     const std::size_t g = caps.vm_granularity;
     void* range = b->reserve(4 * g);

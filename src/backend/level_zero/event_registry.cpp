@@ -97,11 +97,6 @@ void event_registry::remove_ref(event_slot* s) noexcept {
   maybe_retire(s);
 }
 
-std::size_t event_registry::created() const noexcept {
-  std::lock_guard<std::mutex> lk(mu_);
-  return slots_.size();
-}
-
 void event_registry::maybe_retire(event_slot* s) noexcept {
   if (!s->released || s->waiters != 0 || s->refs != 0) return;
   try {

@@ -78,9 +78,6 @@ class event_registry {
   void add_ref(event_slot* s) noexcept;
   void remove_ref(event_slot* s) noexcept;
 
-  /// Events created so far (for tests of the growth and reuse policy).
-  [[nodiscard]] std::size_t created() const noexcept;
-
  private:
   /// Moves s to draining_ when (1)-(3) hold. Caller holds mu_.
   void maybe_retire(event_slot* s) noexcept;
@@ -92,7 +89,7 @@ class event_registry {
   const ze_context_handle_t ctx_;
   const ze_driver_handle_t drv_;
 
-  mutable std::mutex mu_;  // guards everything below and every slot's counts
+  std::mutex mu_;  // guards everything below and every slot's counts
   std::vector<ze_event_pool_handle_t> pools_;
   std::uint32_t pool_capacity_ = 0;                 ///< events in pools_.back()
   std::uint32_t pool_used_ = 0;                     ///< of them created so far

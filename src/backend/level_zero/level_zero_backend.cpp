@@ -65,6 +65,10 @@ constexpr std::size_t default_vm_granularity = std::size_t{2} << 20;
 constexpr std::size_t preferred_group_size = 256;
 constexpr std::size_t max_map_groups = 4096;
 
+/// Waits and fill patterns a queue's open batch may hold before the backend closes it itself
+/// (bound_open_batch).
+constexpr std::size_t max_open_batch = 256;
+
 /// Where one device is: its driver and handle.
 struct device_location {
   ze_driver_handle_t drv = nullptr;
@@ -434,6 +438,14 @@ class level_zero_backend final : public backend {
     return s;
   }
 
+  /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries: a queue
+  /// that nobody records markers on (the pool records them lazily) must still hand back the
+  /// events it waited on and the fill patterns it keeps. Caller holds q->mu.
+  void bound_open_batch(ze_queue* q) {
+    if (q->open.waits.size() + q->open.patterns.size() >= max_open_batch)
+      (void)signal_locked(q, /*internal=*/true);
+  }
+
   native_marker do_record(native_queue nq) override {
     ze_queue* q = as_queue(nq);
     std::lock_guard<std::mutex> lk(q->mu);
@@ -467,6 +479,7 @@ class level_zero_backend final : public backend {
       ze::check(d_, drv_, r, "zeCommandListAppendWaitOnEvents on device %d", ordinal_);
     }
     q->open.waits.push_back(s);
+    bound_open_batch(q);
   }
 
   void do_release_marker(native_marker m) noexcept override { events_->release(as_slot(m)); }
@@ -559,6 +572,7 @@ class level_zero_backend final : public backend {
               "zeCommandListAppendMemoryFill(dst=%p, %zu elements of %zu bytes) on device %d",
               f.dst, f.count, f.element_size, ordinal_);
     q->needs_barrier = true;
+    bound_open_batch(q);
   }
 
   /// `k` passed backend::submit's checks: a combination kernel.hpp defines, with its operands.
