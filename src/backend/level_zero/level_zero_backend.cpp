@@ -654,8 +654,8 @@ class level_zero_backend final : public backend {
     const ze::spirv_module& spirv = facts_.fp64 ? ze::spirv_fp64 : ze::spirv_fp32;
     if (spirv.size == 0) {
       throw backend_error(backend_error_kind::runtime,
-                          "level_zero: built without SPIR-V kernels (clang-15 and llvm-spirv-15 "
-                          "were not found at build time)",
+                          "level_zero: built without SPIR-V kernels (clang-15 or llvm-spirv-15 "
+                          "missing at build time, or STREAMPOOL_LEVEL_ZERO_KERNELS=OFF)",
                           "level_zero", 0);
     }
     if (t == dtype::f64 && !facts_.fp64) {

@@ -10,6 +10,7 @@
 # two modules are embedded as bytes in a generated source. spirv-val checks them when it exists.
 # Without clang-15 or llvm-spirv-15 (or without the source) the backend builds without kernels,
 # and a kernel submit throws backend_error "built without SPIR-V kernels".
+# STREAMPOOL_LEVEL_ZERO_KERNELS=OFF builds without them on purpose.
 find_path(STREAMPOOL_LEVEL_ZERO_INCLUDE_DIR level_zero/ze_api.h)
 if(NOT STREAMPOOL_LEVEL_ZERO_INCLUDE_DIR)
   message(STATUS "streampool: no Level Zero headers (level_zero/ze_api.h); building without the "
@@ -25,12 +26,15 @@ file(GLOB streampool_level_zero_sources CONFIGURE_DEPENDS
 list(APPEND streampool_sources ${streampool_level_zero_sources})
 set(streampool_have_level_zero_backend ON)
 
+option(STREAMPOOL_LEVEL_ZERO_KERNELS
+       "Compile kernels.cl to SPIR-V for the Level Zero backend (needs clang-15, llvm-spirv-15)" ON)
 set(streampool_level_zero_cl "${PROJECT_SOURCE_DIR}/src/backend/opencl_c/kernels.cl")
 find_program(STREAMPOOL_CLANG_SPIR clang-15)
 find_program(STREAMPOOL_LLVM_SPIRV llvm-spirv-15)
 find_program(STREAMPOOL_SPIRV_VAL spirv-val)
 set(streampool_level_zero_spirv_cpp "${PROJECT_BINARY_DIR}/generated/level_zero_spirv.cpp")
-if(STREAMPOOL_CLANG_SPIR
+if(STREAMPOOL_LEVEL_ZERO_KERNELS
+   AND STREAMPOOL_CLANG_SPIR
    AND STREAMPOOL_LLVM_SPIRV
    AND EXISTS "${streampool_level_zero_cl}")
   set(streampool_level_zero_spv_dir "${PROJECT_BINARY_DIR}/generated/level_zero")
@@ -86,6 +90,6 @@ else()
                  COPYONLY)
   list(APPEND streampool_sources "${streampool_level_zero_spirv_cpp}")
   set(streampool_have_level_zero_kernels OFF)
-  message(STATUS "streampool: Level Zero backend without kernels (needs clang-15, llvm-spirv-15 "
-                 "and ${streampool_level_zero_cl})")
+  message(STATUS "streampool: Level Zero backend without kernels (needs "
+                 "STREAMPOOL_LEVEL_ZERO_KERNELS, clang-15, llvm-spirv-15 and kernels.cl)")
 endif()
