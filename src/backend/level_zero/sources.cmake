@@ -1,7 +1,7 @@
 # The Level Zero backend (included by the root CMakeLists.txt before add_library).
 #
 # The loader (libze_loader.so.1) is loaded with dlopen at run time, so the build needs only the
-# Level Zero headers (Debian: level-zero-dev, the 1.4 specification). Without them the backend is
+# Level Zero headers (Debian: libze-dev, the 1.4 specification). Without them the backend is
 # left out and everything else builds.
 #
 # Kernels: the shared OpenCL C source (src/backend/opencl_c/kernels.cl) is compiled at build time
