@@ -229,6 +229,23 @@ TEST(LevelZeroSmoke, PoolArraysAndCleanShutdown) {
   EXPECT_EQ(st::ze_bytes_held(), held_before) << "the backend leaked memory";
 }
 
+TEST(LevelZeroSmoke, OutOfDeviceMemoryIsNullNotAnError) {
+  st::require_level_zero();
+  std::shared_ptr<sp::backend> b = sp::make_level_zero_backend(0);
+  const std::size_t g = b->caps().granularity;
+  const std::size_t held = st::ze_bytes_held().value_or(0);
+  st::hooks().set_capacity(held + 4 * g);  // the driver refuses anything beyond 4 granules more
+  void* fits = b->allocate(2 * g);
+  void* too_big = b->allocate(64 * g);
+  sp::native_physical ph = b->create_physical();  // a VM granule (2 MiB) is more than 4 * 64 KiB
+  st::hooks().set_capacity(0);
+  EXPECT_NE(fits, nullptr);
+  EXPECT_EQ(too_big, nullptr);
+  EXPECT_EQ(ph, nullptr);
+  if (fits != nullptr) b->deallocate(fits, 2 * g);
+  if (ph != nullptr) b->release_physical(ph);
+}
+
 TEST(LevelZeroSmoke, BadOrdinalIsNoDevice) {
   st::require_level_zero();
   try {
