@@ -41,8 +41,10 @@
 
 #include "backend/opencl_c/kernel_plan.hpp"
 #include "check.hpp"
+#include "device_query.hpp"
 #include "driver.hpp"
 #include "event_registry.hpp"
+#include "kernel_module.hpp"
 #include "spirv.hpp"
 #include "streampool/level_zero.hpp"
 
@@ -50,60 +52,17 @@ namespace streampool {
 namespace {
 
 namespace ze = detail::ze;
+using ze::allocation_granularity;
+using ze::device_facts;
+using ze::device_location;
 using ze::event_slot;
 
-/// caps().granularity: 64 KiB, the smallest the pool accepts and the page size of device memory
-/// on Intel's discrete GPUs; zeMemAllocDevice takes it as the alignment.
-constexpr std::size_t allocation_granularity = min_pool_granularity;
-
-/// The virtual-memory granule: 2 MiB (the large page of Intel GPUs), or the driver's page size
-/// for 2 MiB if that is larger; STREAMPOOL_LEVEL_ZERO_VM_GRANULARITY overrides it.
-constexpr std::size_t default_vm_granularity = std::size_t{2} << 20;
-
-/// The work-group size the kernel plans use, at most (a power of two; the device's limit can
-/// lower it).
-constexpr std::size_t preferred_group_size = 256;
+/// The most groups of one map launch (the kernels loop over the rest: grid-stride).
 constexpr std::size_t max_map_groups = 4096;
 
 /// Waits and fill patterns a queue's open batch may hold before the backend closes it itself
 /// (bound_open_batch).
 constexpr std::size_t max_open_batch = 256;
-
-/// Where one device is: its driver and handle.
-struct device_location {
-  ze_driver_handle_t drv = nullptr;
-  ze_device_handle_t dev = nullptr;
-};
-
-/// Every device of every driver, in the loader's order.
-std::vector<device_location> enumerate(const ze::driver& d) {
-  std::uint32_t drivers = 0;
-  ze::check(d, nullptr, d.driver_get(&drivers, nullptr), "zeDriverGet(count)");
-  std::vector<ze_driver_handle_t> drvs(drivers);
-  ze::check(d, nullptr, d.driver_get(&drivers, drvs.data()), "zeDriverGet(%u drivers)", drivers);
-  drvs.resize(drivers);
-  std::vector<device_location> out;
-  for (ze_driver_handle_t drv : drvs) {
-    std::uint32_t n = 0;
-    ze::check(d, drv, d.device_get(drv, &n, nullptr), "zeDeviceGet(count)");
-    std::vector<ze_device_handle_t> devs(n);
-    ze::check(d, drv, d.device_get(drv, &n, devs.data()), "zeDeviceGet(%u devices)", n);
-    for (std::uint32_t i = 0; i < n; ++i) out.push_back({drv, devs[i]});
-  }
-  return out;
-}
-
-/// A size from the environment (bytes): a power of two of at least `min`, else `fallback`.
-std::size_t size_from_env(const char* name, std::size_t fallback, std::size_t min) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  const std::size_t g = std::strtoull(text, nullptr, 0);
-  if (g < min || (g & (g - 1)) != 0) {
-    throw logic_error(std::string("level_zero: ") + name + "=" + text +
-                      " must be a power of two of at least " + std::to_string(min) + " bytes");
-  }
-  return g;
-}
 
 /// One queue (native_queue points to it).
 struct ze_queue {
@@ -132,16 +91,6 @@ struct ze_queue {
 
 ze_queue* as_queue(native_queue q) noexcept { return static_cast<ze_queue*>(q); }
 event_slot* as_slot(native_marker m) noexcept { return static_cast<event_slot*>(m); }
-
-struct device_facts {
-  std::string name;
-  std::size_t total_memory = 0;
-  std::uint32_t compute_group = 0;
-  std::size_t max_fill_pattern = 0;
-  bool fp64 = false;
-  std::size_t group_size = preferred_group_size;
-  std::size_t vm_granule = 0;  ///< 0: no virtual memory
-};
 
 class level_zero_backend final : public backend {
  public:
@@ -645,11 +594,7 @@ class level_zero_backend final : public backend {
   }
 
   /// The module for kernels of `t`, built on first use. Devices with fp64 get the module with the
-  /// f64 kernels; the others get the one without (an f64 kernel there is an error). The build
-  /// flags name the macro the SPIR-V was compiled with: a driver that compiles SPIR-V ignores a
-  /// flag it does not support (the specification says so), and one that cannot look inside the
-  /// module (the test driver, which emulates kernels.cl by name) learns from it which variant it
-  /// has (kernels.cl's integer sqrt differs too).
+  /// f64 kernels; the others get the one without (an f64 kernel there is an error).
   ze_module_handle_t get_module(dtype t) {
     const ze::spirv_module& spirv = facts_.fp64 ? ze::spirv_fp64 : ze::spirv_fp32;
     if (spirv.size == 0) {
@@ -666,29 +611,8 @@ class level_zero_backend final : public backend {
     }
     std::lock_guard<std::mutex> lk(module_mu_);
     if (module_ != nullptr) return module_;
-    const ze_module_desc_t desc{
-        ZE_STRUCTURE_TYPE_MODULE_DESC,  nullptr, ZE_MODULE_FORMAT_IL_SPIRV, spirv.size, spirv.data,
-        facts_.fp64 ? "-DSP_FP64" : "", nullptr};
-    ze_module_handle_t m = nullptr;
-    ze_module_build_log_handle_t log = nullptr;
-    const ze_result_t r = d_.module_create(ctx_, dev_, &desc, &m, &log);
-    std::string text;
-    if (log != nullptr) {
-      std::size_t size = 0;
-      if (d_.module_build_log_get_string(log, &size, nullptr) == ZE_RESULT_SUCCESS && size > 0) {
-        text.resize(size);
-        if (d_.module_build_log_get_string(log, &size, text.data()) != ZE_RESULT_SUCCESS)
-          text.clear();
-        while (!text.empty() && text.back() == '\0') text.pop_back();
-      }
-      report_teardown(d_.module_build_log_destroy(log), "zeModuleBuildLogDestroy");
-    }
-    if (r != ZE_RESULT_SUCCESS) {
-      if (m != nullptr) report_teardown(d_.module_destroy(m), "zeModuleDestroy");
-      ze::check(d_, drv_, r, "zeModuleCreate(%zu bytes of SPIR-V%s) on device %d%s%s", spirv.size,
-                facts_.fp64 ? ", with fp64" : "", ordinal_, text.empty() ? "" : "; build log:\n",
-                text.c_str());
-    }
+    const ze_module_handle_t m =
+        ze::create_kernel_module(d_, drv_, ctx_, dev_, spirv, facts_.fp64, ordinal_);
     module_ = m;
     return module_;
   }
@@ -724,75 +648,6 @@ const ze::driver* driver_or_throw() {
   return d;
 }
 
-/// What the backend needs to know of the device, asked once.
-device_facts query_facts(const ze::driver& d, device_location loc, ze_context_handle_t ctx,
-                         int ordinal) {
-  device_facts f;
-  ze_device_properties_t props{};
-  props.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
-  ze::check(d, loc.drv, d.device_get_properties(loc.dev, &props),
-            "zeDeviceGetProperties(device %d)", ordinal);
-  f.name = props.name;
-
-  std::uint32_t n = 0;
-  ze::check(d, loc.drv, d.device_get_memory_properties(loc.dev, &n, nullptr),
-            "zeDeviceGetMemoryProperties(device %d, count)", ordinal);
-  std::vector<ze_device_memory_properties_t> mem(n);
-  for (auto& m : mem) m.stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES;
-  ze::check(d, loc.drv, d.device_get_memory_properties(loc.dev, &n, mem.data()),
-            "zeDeviceGetMemoryProperties(device %d)", ordinal);
-  for (std::uint32_t i = 0; i < n; ++i) f.total_memory += mem[i].totalSize;
-
-  n = 0;
-  ze::check(d, loc.drv, d.device_get_command_queue_group_properties(loc.dev, &n, nullptr),
-            "zeDeviceGetCommandQueueGroupProperties(device %d, count)", ordinal);
-  std::vector<ze_command_queue_group_properties_t> groups(n);
-  for (auto& g : groups) g.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
-  ze::check(d, loc.drv, d.device_get_command_queue_group_properties(loc.dev, &n, groups.data()),
-            "zeDeviceGetCommandQueueGroupProperties(device %d)", ordinal);
-  bool found = false;
-  for (std::uint32_t i = 0; i < n && !found; ++i) {
-    if ((groups[i].flags & ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE) != 0) {
-      f.compute_group = i;
-      f.max_fill_pattern = groups[i].maxMemoryFillPatternSize;
-      found = true;
-    }
-  }
-  if (!found) {
-    throw backend_error(backend_error_kind::runtime,
-                        detail::format("level_zero: device %d (%s) has no compute queue group "
-                                       "(%u groups)",
-                                       ordinal, f.name.c_str(), n),
-                        "level_zero", 0);
-  }
-
-  ze_device_module_properties_t mod{};
-  mod.stype = ZE_STRUCTURE_TYPE_DEVICE_MODULE_PROPERTIES;
-  ze::check(d, loc.drv, d.device_get_module_properties(loc.dev, &mod),
-            "zeDeviceGetModuleProperties(device %d)", ordinal);
-  f.fp64 = (mod.flags & ZE_DEVICE_MODULE_FLAG_FP64) != 0;
-
-  ze_device_compute_properties_t compute{};
-  compute.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES;
-  ze::check(d, loc.drv, d.device_get_compute_properties(loc.dev, &compute),
-            "zeDeviceGetComputeProperties(device %d)", ordinal);
-  const std::size_t limit = std::min<std::size_t>(compute.maxTotalGroupSize, compute.maxGroupSizeX);
-  while (f.group_size > 2 && f.group_size > limit) f.group_size /= 2;
-
-  // Virtual memory: on unless STREAMPOOL_LEVEL_ZERO_VIRTUAL_MEMORY=0 or the driver cannot say
-  // its page size; the granule must be a power of two multiple of the driver's page.
-  const char* env = std::getenv("STREAMPOOL_LEVEL_ZERO_VIRTUAL_MEMORY");
-  const std::size_t granule = size_from_env("STREAMPOOL_LEVEL_ZERO_VM_GRANULARITY",
-                                            default_vm_granularity, allocation_granularity);
-  std::size_t page = 0;
-  if ((env == nullptr || std::strcmp(env, "0") != 0) &&
-      d.virtual_mem_query_page_size(ctx, loc.dev, granule, &page) == ZE_RESULT_SUCCESS &&
-      page != 0 && (page & (page - 1)) == 0) {
-    f.vm_granule = std::max(granule, page);
-  }
-  return f;
-}
-
 }  // namespace
 
 bool level_zero_available() noexcept {
@@ -807,7 +662,7 @@ int level_zero_device_count() {
   const ze::driver* d = ze::load();
   if (d == nullptr) return 0;
   try {
-    return static_cast<int>(enumerate(*d).size());
+    return static_cast<int>(ze::enumerate(*d).size());
   } catch (const backend_error&) {
     return 0;
   }
@@ -815,7 +670,7 @@ int level_zero_device_count() {
 
 std::shared_ptr<backend> make_level_zero_backend(int ordinal) {
   const ze::driver& d = *driver_or_throw();
-  const std::vector<device_location> devices = enumerate(d);
+  const std::vector<device_location> devices = ze::enumerate(d);
   const int count = static_cast<int>(devices.size());
   if (ordinal < 0 || ordinal >= count) {
     throw backend_error(
@@ -830,7 +685,7 @@ std::shared_ptr<backend> make_level_zero_backend(int ordinal) {
             ordinal);
   try {
     return std::make_shared<level_zero_backend>(d, ordinal, loc, ctx,
-                                                query_facts(d, loc, ctx, ordinal));
+                                                ze::query_facts(d, loc, ctx, ordinal));
   } catch (...) {
     ze::report_teardown_error(d, d.context_destroy(ctx), "zeContextDestroy");
     throw;
