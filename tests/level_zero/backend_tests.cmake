@@ -1,0 +1,27 @@
+# The Level Zero backend's tests, on the project's test driver. Included at the end of
+# tests/level_zero/CMakeLists.txt, which defines the driver (streampool_ze_test_driver) and
+# streampool_add_level_zero_test() (each test runs twice: plain and under the loader's
+# validation layer, label level_zero, ZE_ENABLE_ALT_DRIVERS naming the driver).
+#
+#   level_zero_smoke_test        end to end: device, memory, every command, markers, virtual
+#                                memory, a pool and arrays, clean shutdown; and (in a child process
+#                                whose ZE_ENABLE_ALT_DRIVERS names a missing file) what a program
+#                                sees without any driver
+#   level_zero_conformance_test  PoolConformance and ArrayConformance, with and without the
+#                                driver's delay injection
+#   level_zero_scenarios_test    the origin scenarios, LevelZeroOrdering (fails in a
+#                                STREAMPOOL_FAULT_SKIP_DEVICE_WAIT build) and the event-reuse stress
+#   level_zero_model_test        the model test, with the driver's checks at each teardown
+#
+# With the driver present none of them skips: a missing device is a failure.
+if(NOT streampool_have_level_zero_backend)
+  message(STATUS "streampool: no Level Zero backend in this build; its tests are not built")
+  return()
+endif()
+
+foreach(name level_zero_smoke_test level_zero_conformance_test level_zero_scenarios_test
+             level_zero_model_test)
+  streampool_add_level_zero_test(${name} SOURCES "${CMAKE_CURRENT_LIST_DIR}/${name}.cpp" TIMEOUT
+                                 180)
+endforeach()
+target_link_libraries(level_zero_model_test PRIVATE streampool_test_model)
