@@ -15,7 +15,7 @@ execute_process(
   RESULT_VARIABLE rc
   OUTPUT_VARIABLE out
   ERROR_VARIABLE out)
-string(REGEX MATCHALL "\\[  FAILED  \\] [A-Za-z0-9_/.]+" failed "${out}")
+string(REGEX MATCHALL "\\[  FAILED  \\] [A-Za-z0-9_/]+\\.[A-Za-z0-9_/.]+" failed "${out}")
 string(REGEX MATCH "\\[  SKIPPED \\]" skipped "${out}")
 string(REGEX MATCH "\\[  PASSED  \\] [0-9]+" passed "${out}")
 if(rc EQUAL 0 OR NOT failed OR skipped)

@@ -25,3 +25,6 @@ foreach(name level_zero_smoke_test level_zero_conformance_test level_zero_scenar
                                  180)
 endforeach()
 target_link_libraries(level_zero_model_test PRIVATE streampool_test_model)
+# The fault preset: without device-side waits the ordering test must fail on the test driver too.
+streampool_add_fault_check(level_zero_scenarios_test "LevelZeroOrdering.*" ENVIRONMENT
+                           "${streampool_ze_test_env}")
