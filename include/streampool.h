@@ -155,10 +155,22 @@ SP_API sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_de
 SP_API sp_status_t sp_device_create_cuda(int ordinal, sp_device_t* device);
 /** Number of CUDA GPUs (0 without a driver or CUDA backend). */
 SP_API sp_status_t sp_cuda_device_count(int* count);
+/** A new device for OpenCL device `ordinal`, counted over all platforms (it needs shared virtual
+ *  memory; PoCL's CPU device qualifies). STREAMPOOL_STATUS_NOT_AVAILABLE without libOpenCL.so.1,
+ *  without that device, or in a build without the OpenCL backend. */
+SP_API sp_status_t sp_device_create_opencl(int ordinal, sp_device_t* device);
+/** Number of OpenCL devices (0 without a runtime or the OpenCL backend). */
+SP_API sp_status_t sp_opencl_device_count(int* count);
+/** A new device for Level Zero device `ordinal`, counted over the loader's drivers.
+ *  STREAMPOOL_STATUS_NOT_AVAILABLE without the loader or a driver, without that device, or in a
+ *  build without the Level Zero backend. */
+SP_API sp_status_t sp_device_create_level_zero(int ordinal, sp_device_t* device);
+/** Number of Level Zero devices (0 without a loader, a driver or the Level Zero backend). */
+SP_API sp_status_t sp_level_zero_device_count(int* count);
 SP_API sp_status_t sp_device_destroy(sp_device_t device);
 /** A process-unique id, as used in error messages. */
 SP_API sp_status_t sp_device_id(sp_device_t device, uint64_t* id);
-/** The backend's name ("host", "cuda"); valid while the device's state lives. */
+/** The backend's name ("host", "cuda", "opencl", "level_zero"); valid while the device's state lives. */
 SP_API sp_status_t sp_device_backend_name(sp_device_t device, const char** name);
 /** Host backend in checking mode: how many ordering violations were seen (0 for other backends),
  *  and the text of one (the string stays valid until the next call on this thread). */

@@ -241,7 +241,8 @@ def _free(ptr):
 
 
 class Device:
-    """A device: the CPU as a device (``Device.host()``) or a CUDA GPU (``Device.cuda(0)``).
+    """A device: the CPU as a device (``Device.host()``), a CUDA GPU (``Device.cuda(0)``), an OpenCL
+    device (``Device.opencl(0)``) or a Level Zero device (``Device.level_zero(0)``).
 
     close() drops the handle: later calls on the Device, and passing it to Stream, Pool or Array,
     raise InvalidArgument. Its streams, pools and memory keep working (include/streampool.h,
@@ -276,16 +277,43 @@ class Device:
 
     @classmethod
     def cuda(cls, ordinal=0):
-        """Raises NotAvailable without a driver or GPU."""
-        ordinal = _integer(ordinal, "Device.cuda: ordinal", (1 << 31) - 1)
-        h = ctypes.c_void_p()
-        _check(_lib.sp_device_create_cuda(ordinal, ctypes.byref(h)))
-        return cls(h.value)
+        """CUDA GPU ``ordinal``. Raises NotAvailable without a driver or GPU."""
+        return cls._gpu("cuda", ordinal)
+
+    @classmethod
+    def opencl(cls, ordinal=0):
+        """OpenCL device ``ordinal`` over all platforms (PoCL's CPU device counts). Raises
+        NotAvailable without libOpenCL.so.1 or such a device."""
+        return cls._gpu("opencl", ordinal)
+
+    @classmethod
+    def level_zero(cls, ordinal=0):
+        """Level Zero device ``ordinal``. Raises NotAvailable without the loader or a driver."""
+        return cls._gpu("level_zero", ordinal)
 
     @staticmethod
     def cuda_count():
+        return Device._count("cuda")
+
+    @staticmethod
+    def opencl_count():
+        return Device._count("opencl")
+
+    @staticmethod
+    def level_zero_count():
+        return Device._count("level_zero")
+
+    @classmethod
+    def _gpu(cls, runtime, ordinal):
+        ordinal = _integer(ordinal, f"Device.{runtime}: ordinal", (1 << 31) - 1)
+        h = ctypes.c_void_p()
+        _check(getattr(_lib, f"sp_device_create_{runtime}")(ordinal, ctypes.byref(h)))
+        return cls(h.value)
+
+    @staticmethod
+    def _count(runtime):
         n = ctypes.c_int()
-        _check(_lib.sp_cuda_device_count(ctypes.byref(n)))
+        _check(getattr(_lib, f"sp_{runtime}_device_count")(ctypes.byref(n)))
         return n.value
 
     def _describe(self):

@@ -8,13 +8,19 @@
 #include "streampool/host.hpp"
 #include "struct_size.hpp"
 
-// The CUDA backend is compiled in only when its sources exist (STREAMPOOL_HAVE_CUDA_BACKEND is set
-// by the build); without it the entry points answer "not available".
+// A GPU backend is compiled in only when its sources and API headers were there (the build sets
+// STREAMPOOL_HAVE_<NAME>_BACKEND); without it its entry points answer "not available".
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
 #include "streampool/cuda.hpp"
 #define SP_C_API_CUDA 1
-#else
-#define SP_C_API_CUDA 0
+#endif
+#if defined(STREAMPOOL_HAVE_OPENCL_BACKEND) && __has_include("streampool/opencl.hpp")
+#include "streampool/opencl.hpp"
+#define SP_C_API_OPENCL 1
+#endif
+#if defined(STREAMPOOL_HAVE_LEVEL_ZERO_BACKEND) && __has_include("streampool/level_zero.hpp")
+#include "streampool/level_zero.hpp"
+#define SP_C_API_LEVEL_ZERO 1
 #endif
 
 using streampool::c_api::error;
@@ -29,6 +35,60 @@ namespace {
 thread_local std::string violation_text;
 
 bool is_host(const streampool::device& d) { return d.get_backend().name() == "host"; }
+
+/// One GPU runtime as the C ABI sees it: null functions when this build does not have it.
+struct gpu_runtime {
+  const char* name;  // as in backend::name() and the entry points' names
+  bool (*available)() noexcept;
+  int (*count)();
+  std::shared_ptr<streampool::backend> (*make)(int ordinal);
+};
+
+#ifdef SP_C_API_CUDA
+constexpr gpu_runtime cuda_runtime{"cuda", streampool::cuda_available, streampool::cuda_device_count,
+                                   streampool::make_cuda_backend};
+#else
+constexpr gpu_runtime cuda_runtime{"cuda", nullptr, nullptr, nullptr};
+#endif
+#ifdef SP_C_API_OPENCL
+constexpr gpu_runtime opencl_runtime{"opencl", streampool::opencl_available,
+                                     streampool::opencl_device_count,
+                                     streampool::make_opencl_backend};
+#else
+constexpr gpu_runtime opencl_runtime{"opencl", nullptr, nullptr, nullptr};
+#endif
+#ifdef SP_C_API_LEVEL_ZERO
+constexpr gpu_runtime level_zero_runtime{"level_zero", streampool::level_zero_available,
+                                         streampool::level_zero_device_count,
+                                         streampool::make_level_zero_backend};
+#else
+constexpr gpu_runtime level_zero_runtime{"level_zero", nullptr, nullptr, nullptr};
+#endif
+
+/// sp_device_create_<name>: NOT_AVAILABLE without the backend in the build, without the runtime
+/// or device (the backend's error kinds map the rest, in guarded()).
+sp_status_t create_gpu_device(const gpu_runtime& r, int ordinal, sp_device_t* device) {
+  return guarded([&] {
+    const std::string where = std::string("sp_device_create_") + r.name;
+    require(device, where.c_str(), "device (the output)");
+    if (r.make == nullptr) {
+      throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
+                  "streampool: " + where + "(" + std::to_string(ordinal) + "): " + r.name +
+                      ": not available (this build has no " + r.name + " backend)"};
+    }
+    // make() names the reason (no runtime, no such device) in a backend_error of that kind.
+    *device = new sp_device_s{streampool::device(r.make(ordinal))};
+  });
+}
+
+/// sp_<name>_device_count: 0 without the backend, the runtime or a device.
+sp_status_t gpu_device_count(const gpu_runtime& r, int* count) {
+  return guarded([&] {
+    const std::string where = std::string("sp_") + r.name + "_device_count";
+    require(count, where.c_str(), "count");
+    *count = r.available != nullptr && r.available() ? r.count() : 0;
+  });
+}
 }  // namespace
 
 extern "C" {
@@ -68,31 +128,18 @@ sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t*
 }
 
 sp_status_t sp_device_create_cuda(int ordinal, sp_device_t* device) {
-  return guarded([&] {
-    require(device, "sp_device_create_cuda", "device (the output)");
-#if SP_C_API_CUDA
-    if (!streampool::cuda_available()) {
-      throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                  "streampool: sp_device_create_cuda: cuda: not available (no driver or no GPU)"};
-    }
-    *device = new sp_device_s{streampool::device(streampool::make_cuda_backend(ordinal))};
-#else
-    throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                "streampool: sp_device_create_cuda(" + std::to_string(ordinal) +
-                    "): cuda: not available (this build has no CUDA backend)"};
-#endif
-  });
+  return create_gpu_device(cuda_runtime, ordinal, device);
 }
-
-sp_status_t sp_cuda_device_count(int* count) {
-  return guarded([&] {
-    require(count, "sp_cuda_device_count", "count");
-#if SP_C_API_CUDA
-    *count = streampool::cuda_available() ? streampool::cuda_device_count() : 0;
-#else
-    *count = 0;
-#endif
-  });
+sp_status_t sp_cuda_device_count(int* count) { return gpu_device_count(cuda_runtime, count); }
+sp_status_t sp_device_create_opencl(int ordinal, sp_device_t* device) {
+  return create_gpu_device(opencl_runtime, ordinal, device);
+}
+sp_status_t sp_opencl_device_count(int* count) { return gpu_device_count(opencl_runtime, count); }
+sp_status_t sp_device_create_level_zero(int ordinal, sp_device_t* device) {
+  return create_gpu_device(level_zero_runtime, ordinal, device);
+}
+sp_status_t sp_level_zero_device_count(int* count) {
+  return gpu_device_count(level_zero_runtime, count);
 }
 
 sp_status_t sp_device_destroy(sp_device_t device) {

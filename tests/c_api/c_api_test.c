@@ -116,20 +116,38 @@ static void test_errors(void) {
   OK(sp_stream_synchronize(s));
   CHECK(strstr(sp_last_error_message(), "overflowed") != NULL);
 
+  /* Every GPU runtime: a device where the runtime and one device are here (OpenCL on PoCL in CI),
+   * else NOT_AVAILABLE naming why; an ordinal past the last is NOT_AVAILABLE either way. */
   {
-    sp_device_t gpu = NULL;
-    int n = -1;
-    sp_status_t st = sp_device_create_cuda(0, &gpu);
-    OK(sp_cuda_device_count(&n));
-    CHECK(st == STREAMPOOL_STATUS_SUCCESS || st == STREAMPOOL_STATUS_NOT_AVAILABLE);
-    if (st == STREAMPOOL_STATUS_SUCCESS) {
-      CHECK(n >= 1);
-      OK(sp_device_destroy(gpu));
-    } else {
-      CHECK(strstr(sp_last_error_message(), "not available") != NULL ||
-            strstr(sp_last_error_message(), "no device") != NULL);
+    typedef sp_status_t (*create_fn)(int, sp_device_t*);
+    typedef sp_status_t (*count_fn)(int*);
+    const struct {
+      const char* name;
+      create_fn create;
+      count_fn count;
+    } runtimes[] = {{"cuda", sp_device_create_cuda, sp_cuda_device_count},
+                    {"opencl", sp_device_create_opencl, sp_opencl_device_count},
+                    {"level_zero", sp_device_create_level_zero, sp_level_zero_device_count}};
+    for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; ++i) {
+      sp_device_t gpu = NULL;
+      int n = -1;
+      sp_status_t st = runtimes[i].create(0, &gpu);
+      OK(runtimes[i].count(&n));
+      CHECK(st == STREAMPOOL_STATUS_SUCCESS || st == STREAMPOOL_STATUS_NOT_AVAILABLE);
+      if (st == STREAMPOOL_STATUS_SUCCESS) {
+        const char* name = NULL;
+        CHECK(n >= 1);
+        OK(sp_device_backend_name(gpu, &name));
+        CHECK(strcmp(name, runtimes[i].name) == 0);
+        OK(sp_device_destroy(gpu));
+      } else {
+        CHECK(n == 0);
+        CHECK(strstr(sp_last_error_message(), runtimes[i].name) != NULL);
+        CHECK(strstr(sp_last_error_message(), "not available") != NULL ||
+              strstr(sp_last_error_message(), "no device") != NULL);
+      }
+      FAILS(runtimes[i].create(1000, &gpu), STREAMPOOL_STATUS_NOT_AVAILABLE, runtimes[i].name);
     }
-    FAILS(sp_device_create_cuda(1000, &gpu), STREAMPOOL_STATUS_NOT_AVAILABLE, "");
   }
 
   expect_no_violations(d);

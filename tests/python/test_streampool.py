@@ -44,6 +44,25 @@ def use_elsewhere(device, pool, n, keep_default_stream):
     t.join()
 
 
+def origin_rounds(test, device, pool, rounds, n):
+    """Rounds of use_elsewhere, each followed by uploads that must reuse the dead streams' chunks
+    and read back exactly."""
+    rng = random.Random(7)
+    gc.disable()  # only the explicit collections below finalize: all at once, any order
+    try:
+        for i in range(rounds):
+            use_elsewhere(device, pool, n, keep_default_stream=i % 2 == 0)
+            gc.collect()
+            # Fresh memory is gone: this reuses chunks last used by the dead streams.
+            host = [array.array("f", (rng.random() for _ in range(N))) for _ in range(n)]
+            bs = [sp.Array.from_buffer(h, pool=pool) for h in host]
+            for b, h in zip(bs, host):
+                test.assertEqual(b.download(), h)  # exact read-back
+            del bs
+    finally:
+        gc.enable()
+
+
 class OriginReproducer(unittest.TestCase):
     def setUp(self):
         gc.collect()
@@ -53,25 +72,9 @@ class OriginReproducer(unittest.TestCase):
         gc.collect()
         self.assertEqual(self.device.violations(), [])
 
-    def run_rounds(self, pool, rounds, n):
-        rng = random.Random(7)
-        gc.disable()  # only the explicit collections below finalize: all at once, any order
-        try:
-            for i in range(rounds):
-                use_elsewhere(self.device, pool, n, keep_default_stream=i % 2 == 0)
-                gc.collect()
-                # Fresh memory is gone: this reuses chunks last used by the dead streams.
-                host = [array.array("f", (rng.random() for _ in range(N))) for _ in range(n)]
-                bs = [sp.Array.from_buffer(h, pool=pool) for h in host]
-                for b, h in zip(bs, host):
-                    self.assertEqual(b.download(), h)  # exact read-back
-                del bs
-        finally:
-            gc.enable()
-
     def test_origin_reproducer(self):
         pool = sp.Pool(self.device, memory_limit=2 << 20)  # 2 MiB: 512 arrays of 4 KiB
-        self.run_rounds(pool, rounds=6, n=400)
+        origin_rounds(self, self.device, pool, rounds=6, n=400)
         st = pool.statistics()
         self.assertGreater(st["ready_reuses"] + st["waited_reuses"], 0)
 
@@ -233,6 +236,35 @@ class Basics(unittest.TestCase):
             with self.assertRaises(sp.NotAvailable):
                 sp.Device.cuda(0)
         self.assertEqual(device.violations(), [])
+
+
+class OtherBackends(unittest.TestCase):
+    """OpenCL and Level Zero devices from Python: where a runtime and device are here (PoCL in CI;
+    the Level Zero test driver when ZE_ENABLE_ALT_DRIVERS names it), the origin reproducer's
+    rounds run on them with exact read-back; where none is, creating one raises NotAvailable."""
+
+    def check_backend(self, name):
+        count = getattr(sp.Device, f"{name}_count")()
+        make = getattr(sp.Device, name)
+        if count == 0:
+            with self.assertRaises(sp.NotAvailable) as cm:
+                make(0)
+            self.assertIn(name, str(cm.exception))
+            return
+        with self.assertRaises(sp.NotAvailable):
+            make(count)  # one past the last
+        device = make(0)
+        self.assertEqual(device.backend, name)
+        pool = sp.Pool(device, memory_limit=2 << 20)
+        origin_rounds(self, device, pool, rounds=3, n=200)
+        st = pool.statistics()
+        self.assertGreater(st["ready_reuses"] + st["waited_reuses"], 0)
+
+    def test_opencl(self):
+        self.check_backend("opencl")
+
+    def test_level_zero(self):
+        self.check_backend("level_zero")
 
 
 def code_blocks(path, language):
