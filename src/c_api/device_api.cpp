@@ -45,8 +45,8 @@ struct gpu_runtime {
 };
 
 #ifdef SP_C_API_CUDA
-constexpr gpu_runtime cuda_runtime{"cuda", streampool::cuda_available, streampool::cuda_device_count,
-                                   streampool::make_cuda_backend};
+constexpr gpu_runtime cuda_runtime{"cuda", streampool::cuda_available,
+                                   streampool::cuda_device_count, streampool::make_cuda_backend};
 #else
 constexpr gpu_runtime cuda_runtime{"cuda", nullptr, nullptr, nullptr};
 #endif
