@@ -45,23 +45,19 @@ namespace streampool::test {
 struct no_scope {};
 
 template <class F>
-struct scenario_busy_scope {
-  using type = no_scope;
-};
+using busy_scope_t = typename F::busy_scope;
 template <class F>
-requires requires { typename F::busy_scope; }
-struct scenario_busy_scope<F> {
-  using type = typename F::busy_scope;
-};
+using scenario_scope_t = typename F::scenario_scope;
 
-template <class F>
-struct scenario_scope_of {
+/// Scope<F> where the fixture has that type, no_scope where it does not.
+template <template <class> class Scope, class F>
+struct scope_or_none {
   using type = no_scope;
 };
-template <class F>
-requires requires { typename F::scenario_scope; }
-struct scenario_scope_of<F> {
-  using type = typename F::scenario_scope;
+template <template <class> class Scope, class F>
+requires requires { typename Scope<F>; }
+struct scope_or_none<Scope, F> {
+  using type = Scope<F>;
 };
 
 /// A fixture's scenario settings, with the defaults for what it leaves out.
@@ -79,8 +75,8 @@ struct scenario_traits {
     if constexpr (requires { F::busy_fills; }) return F::busy_fills;
     return 4;
   }();
-  using busy_scope = typename scenario_busy_scope<F>::type;
-  using scenario_scope = typename scenario_scope_of<F>::type;
+  using busy_scope = typename scope_or_none<busy_scope_t, F>::type;
+  using scenario_scope = typename scope_or_none<scenario_scope_t, F>::type;
 };
 
 template <class F>

@@ -4,6 +4,8 @@
 // on the event was pending, and TrimReturnsEverything that the driver holds what it held before.
 // The scenario suite runs once, without the delay injection but for its ordering test's heavier
 // one, scaled for CI.
+#include <type_traits>
+
 #include "conformance/array_conformance.hpp"
 #include "conformance/pool_conformance.hpp"
 #include "conformance/scenario_conformance.hpp"
@@ -54,6 +56,12 @@ struct level_zero_fixture {
     ~scenario_scope() { st::hooks().set_abort_on_violation(0); }
   };
 };
+
+// A misspelt scope would fall back to none without a word; the ordering test needs the delays.
+static_assert(std::is_same_v<st::scenario_traits<level_zero_fixture<0>>::busy_scope,
+                             level_zero_fixture<0>::busy_scope>);
+static_assert(std::is_same_v<st::scenario_traits<level_zero_fixture<0>>::scenario_scope,
+                             level_zero_fixture<0>::scenario_scope>);
 
 using level_zero_fixtures = ::testing::Types<level_zero_fixture<0>, level_zero_fixture<50>>;
 namespace streampool::test {
