@@ -38,16 +38,19 @@ if has tests; then
   for t in cuda_backend_test cuda_conformance_test cuda_scenarios_test cuda_virtual_memory_test; do
     run "${t}" ".gpurun/bin/${t}"
   done
+  # The scenario conformance suite (origin scenarios, ordering test) is in cuda_conformance_test.
+  scenarios='Cuda/ScenarioConformance/*'
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
-    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedAfter*:CudaOrdering.*'
+    .gpurun/bin/cuda_conformance_test \
+    --gtest_filter="${scenarios}.OriginArraysDroppedAfter*:${scenarios}.CrossStreamReuseWaitsOnTheDevice"
   run memcheck_vm compute-sanitizer --tool memcheck --error-exitcode 9 \
     .gpurun/bin/cuda_virtual_memory_test
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
-    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrigin.ArraysDroppedConcurrently*'
+    .gpurun/bin/cuda_conformance_test --gtest_filter="${scenarios}.OriginArraysDroppedConcurrently*"
   run fault_scenarios env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
-    .gpurun/bin/cuda_scenarios_test --gtest_filter='CudaOrdering.*'
+    .gpurun/bin/cuda_conformance_test --gtest_filter="${scenarios}.CrossStreamReuseWaitsOnTheDevice"
   run fault_conformance env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
-    .gpurun/bin/cuda_conformance_test
+    .gpurun/bin/cuda_conformance_test --gtest_filter="-${scenarios}"
   unset LD_LIBRARY_PATH
 fi
 

@@ -1,8 +1,10 @@
 // The conformance suites on the host backend: checking mode with delay injection; the same with
 // device-side waits turned off (the host-wait fallback of backends that lack them); and without
-// virtual memory (the pool's segment path for large blocks).
+// virtual memory (the pool's segment path for large blocks). The scenario suite runs scaled down,
+// with and without device-side waits: the checker reports disorder whatever the scale.
 #include "conformance/array_conformance.hpp"
 #include "conformance/pool_conformance.hpp"
+#include "conformance/scenario_conformance.hpp"
 
 namespace sp = streampool;
 
@@ -12,6 +14,8 @@ struct host_fixture {
                                       : DeviceWait   ? "host"
                                                      : "host (no device waits)";
   static constexpr std::size_t busy_bytes = std::size_t{16} << 20;
+  static constexpr int origin_rounds = 3;
+  static constexpr int origin_arrays = 100;
   static bool available() { return true; }
   static sp::device make_device() {
     return sp::device(sp::make_host_backend({.checking = true,
@@ -30,7 +34,10 @@ struct host_fixture {
 
 using host_fixtures =
     ::testing::Types<host_fixture<true>, host_fixture<false>, host_fixture<true, false>>;
+// The scenarios with and without device-side waits (the first one is the fault preset's check).
+using host_scenario_fixtures = ::testing::Types<host_fixture<true>, host_fixture<false>>;
 namespace streampool::test {
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, PoolConformance, host_fixtures);
 INSTANTIATE_TYPED_TEST_SUITE_P(Host, ArrayConformance, host_fixtures);
+INSTANTIATE_TYPED_TEST_SUITE_P(Host, ScenarioConformance, host_scenario_fixtures);
 }  // namespace streampool::test

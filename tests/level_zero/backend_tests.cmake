@@ -8,9 +8,10 @@
 #                                whose ZE_ENABLE_ALT_DRIVERS names a missing file) what a program
 #                                sees without any driver
 #   level_zero_conformance_test  PoolConformance and ArrayConformance, with and without the
-#                                driver's delay injection
-#   level_zero_scenarios_test    the origin scenarios, LevelZeroOrdering (fails in a
-#                                STREAMPOOL_FAULT_SKIP_DEVICE_WAIT build) and the event-reuse stress
+#                                driver's delay injection; ScenarioConformance (the origin
+#                                scenarios and the ordering test, which fails in a
+#                                STREAMPOOL_FAULT_SKIP_DEVICE_WAIT build)
+#   level_zero_scenarios_test    the event-reuse stress
 #   level_zero_model_test        the model test, with the driver's checks at each teardown
 #
 # With the driver present none of them skips: a missing device is a failure.
@@ -26,5 +27,6 @@ foreach(name level_zero_smoke_test level_zero_conformance_test level_zero_scenar
 endforeach()
 target_link_libraries(level_zero_model_test PRIVATE streampool_test_model)
 # The fault preset: without device-side waits the ordering test must fail on the test driver too.
-streampool_add_fault_check(level_zero_scenarios_test "LevelZeroOrdering.*" ENVIRONMENT
-                           "${streampool_ze_test_env}")
+streampool_add_fault_check(
+  level_zero_conformance_test "LevelZero/ScenarioConformance/*.CrossStreamReuseWaitsOnTheDevice"
+  ENVIRONMENT "${streampool_ze_test_env}")

@@ -1,19 +1,18 @@
-// The origin report's scenarios on the Level Zero backend over the test driver (the structure of
-// tests/gpu/cuda_scenarios_test.cpp, scaled for CI), the ordering test that a build without
-// device-side waits (STREAMPOOL_FAULT_SKIP_DEVICE_WAIT) must fail, and the event-reuse stress: the
+// What only the Level Zero backend has to show, over the test driver: the event-reuse stress. The
 // Level Zero runtime of the origin report reset events that a command list was still waiting on;
-// the test driver records every such reset, and here there must be none.
+// the test driver records every such reset, and here there must be none. (The origin report's
+// scenarios and the ordering test are the scenario conformance suite, run by
+// level_zero_conformance_test.)
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "conformance/accessor.hpp"
 #include "level_zero/level_zero_support.hpp"
 
 namespace sp = streampool;
@@ -25,13 +24,6 @@ namespace {
 // first Level Zero call): a backend that resets an event under a pending wait can leave that wait
 // blocked for ever, and the test must fail then, not hang until CTest's timeout.
 const bool abort_on_violation = setenv("SP_ZE_TEST_DRIVER_ABORT_ON_VIOLATION", "1", 1) == 0;
-
-/// One backend per process, like a runtime's device object.
-sp::device gpu() {
-  static sp::device* d = nullptr;
-  if (d == nullptr) d = new sp::device(sp::make_level_zero_backend(0));
-  return *d;
-}
 
 /// Sets the driver's delay injection for the scope (and back to none).
 class driver_delay {
@@ -52,121 +44,6 @@ class LevelZeroTest : public ::testing::Test {
   }
   void TearDown() override { EXPECT_EQ(st::ze_violations(), std::vector<std::string>{}); }
 };
-
-std::uint64_t reuses(const sp::pool_statistics& s) {
-  return s.same_stream_reuses + s.ready_reuses + s.waited_reuses;
-}
-
-enum class drop { inside_thread, after_thread, concurrently };
-
-// Issue 2's origin reproducer: rounds of a thread that allocates arrays on its own stream, fills
-// them, synchronises and exits; the arrays die inside it, after it, or on other threads while
-// its stream is destroyed; then the main thread uploads as many arrays of random data, which
-// must reuse those blocks, and reads each one back.
-void origin_rounds(drop how) {
-  constexpr int rounds = 6;
-  constexpr int arrays = 200;
-  constexpr std::size_t elems = 1024;
-  sp::device d = gpu();
-  sp::pool p(d);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::size_t reserved_after_first = 0;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<sp::array<float>> handed_out;
-    std::vector<std::thread> droppers;
-    std::thread task([&] {
-      sp::stream own(d);
-      sp::stream_scope scope(own);
-      std::vector<sp::array<float>> as;
-      for (int i = 0; i < arrays; ++i) as.emplace_back(elems, p);
-      for (auto& a : as) a.fill(1.f);
-      own.synchronize();
-      if (how == drop::inside_thread) return;
-      if (how == drop::after_thread) {
-        handed_out = std::move(as);
-        return;
-      }
-      auto shared = std::make_shared<std::vector<sp::array<float>>>(std::move(as));
-      for (int t = 0; t < 4; ++t) {
-        droppers.emplace_back([shared, t] {
-          for (std::size_t i = static_cast<std::size_t>(t); i < shared->size(); i += 4)
-            (*shared)[i] = sp::array<float>();
-        });
-      }
-    });
-    task.join();
-    for (auto& t : droppers) t.join();
-    handed_out.clear();
-
-    const auto before = p.statistics();
-    std::vector<std::vector<float>> host(arrays, std::vector<float>(elems));
-    std::vector<sp::array<float>> bs;
-    for (auto& h : host) {
-      for (auto& x : h) x = dist(rng);
-      bs.emplace_back(std::span<const float>(h), p);
-    }
-    for (std::size_t i = 0; i < bs.size(); ++i) ASSERT_EQ(bs[i].download(), host[i]) << i;
-    const auto after = p.statistics();
-    EXPECT_GE(reuses(after) - reuses(before), static_cast<std::uint64_t>(arrays))
-        << "round " << round;
-    if (round == 0) reserved_after_first = after.reserved_bytes;
-    EXPECT_EQ(after.reserved_bytes, reserved_after_first) << "the pool grew in round " << round;
-  }
-}
-
-TEST_F(LevelZeroTest, OriginArraysDroppedInsideTheThread) { origin_rounds(drop::inside_thread); }
-TEST_F(LevelZeroTest, OriginArraysDroppedAfterTheThreadAndItsStream) {
-  origin_rounds(drop::after_thread);
-}
-TEST_F(LevelZeroTest, OriginArraysDroppedConcurrentlyWithTheStream) {
-  origin_rounds(drop::concurrently);
-}
-
-using LevelZeroOrdering = LevelZeroTest;
-
-// Memory freed on stream A behind slow work, reused at once on stream B: B's write must land
-// after A's last write. The driver's delay injection makes A's commands slow; without the
-// device-side wait (the fault-injection build) B's fill runs first and A's late fill overwrites
-// it, which the read-back shows.
-TEST_F(LevelZeroOrdering, CrossQueueReuseWaitsOnTheDevice) {
-  sp::device d = gpu();
-  sp::pool p(d);
-  sp::stream a(d), b(d);
-  constexpr std::size_t block = std::size_t{1} << 20;
-  void* busy = p.allocate(a, 8 * block);
-  int failures = 0;
-  for (int trial = 0; trial < 4; ++trial) {
-    // A holds every chunk of its 1 MiB slab, so the pool has no other free memory of this size
-    // to give B: it must reuse A's busy block (and wait for it) rather than grow.
-    std::vector<void*> held;
-    for (int i = 0; i < 8; ++i) held.push_back(p.allocate(a, block));
-    void* x = held.back();
-    held.pop_back();
-    {
-      driver_delay slow(4000);  // each of A's commands waits up to 4 ms before it runs
-      for (int i = 0; i < 4; ++i) st::fill_bytes(a, busy, 8 * block, static_cast<std::uint8_t>(i));
-      st::fill_bytes(a, x, block, 0xAA);
-      p.deallocate(a, x);
-      const auto before = p.statistics();
-      void* y = p.allocate(b, block);
-      ASSERT_EQ(y, x) << "expected the busy block to be reused across streams";
-      EXPECT_EQ(p.statistics().waited_reuses, before.waited_reuses + 1);
-      st::fill_bytes(b, y, block, 0x55);
-    }
-    a.synchronize();
-    const auto h = st::read_bytes(b, x, block);
-    const auto wrong = static_cast<std::size_t>(
-        std::count_if(h.begin(), h.end(), [](std::uint8_t c) { return c != 0x55; }));
-    if (wrong != 0) ++failures;
-    EXPECT_EQ(wrong, 0u) << "trial " << trial << ": stream A's write landed after stream B's";
-    p.deallocate(b, x);
-    b.synchronize();
-    for (void* q : held) p.deallocate(a, q);
-  }
-  p.deallocate(a, busy);
-  EXPECT_EQ(failures, 0);
-}
 
 // The event-reuse rule under stress: threads on their own queues record markers, make other
 // queues wait on them on the device and release them at once (while the waits are still pending,

@@ -1,14 +1,14 @@
-// The origin report's scenarios on the OpenCL backend (PoCL's CPU device on CI), the ordering test
-// that a build without device-side waits (STREAMPOOL_FAULT_SKIP_DEVICE_WAIT) must fail, markers
-// that outlive their queue, staged uploads, concurrent submits to one queue, and out of memory
-// through the pool's limit (PoCL never reports it). Skips where no OpenCL device exists.
+// What only the OpenCL backend has to show (PoCL's CPU device on CI): markers that outlive their
+// queue, staged uploads, misaligned pattern fills, concurrent submits to one queue, and out of
+// memory through the pool's limit (PoCL never reports it). The origin report's scenarios and the
+// ordering test are the scenario conformance suite, run by opencl_conformance_test. Skips where no
+// OpenCL device exists.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -29,10 +29,6 @@ sp::device ocl() {
 #define SKIP_WITHOUT_OPENCL() \
   if (!sp::opencl_available()) GTEST_SKIP() << "no OpenCL device"
 
-std::uint64_t reuses(const sp::pool_statistics& s) {
-  return s.same_stream_reuses + s.ready_reuses + s.waited_reuses;
-}
-
 std::vector<unsigned char> download(sp::backend& b, sp::native_queue q, const void* p,
                                     std::size_t bytes) {
   std::vector<unsigned char> h(bytes);
@@ -45,124 +41,6 @@ std::vector<unsigned char> download(sp::backend& b, sp::native_queue q, const vo
 
 void fill(sp::backend& b, sp::native_queue q, void* p, std::size_t bytes, unsigned char v) {
   b.submit(q, sp::command::make(sp::fill_command{p, v, 1, bytes}));
-}
-
-enum class drop { inside_thread, after_thread, concurrently };
-
-// The origin reproducer (tests/gpu/cuda_scenarios_test.cpp), scaled for CI on two cores: rounds
-// of a thread that allocates arrays on its own stream, fills them, synchronises and exits; the
-// arrays die inside it, after it, or on other threads while its stream is destroyed; then the
-// main thread uploads as many arrays of random data, which must reuse those blocks, and reads
-// each one back.
-void origin_rounds(drop how) {
-  constexpr int rounds = 10;
-  constexpr int arrays = 500;
-  constexpr std::size_t elems = 1024;
-  sp::device d = ocl();
-  sp::pool p(d);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::size_t reserved_after_first = 0;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<sp::array<float>> handed_out;
-    std::vector<std::thread> droppers;
-    std::thread task([&] {
-      sp::stream own(d);
-      sp::stream_scope scope(own);
-      std::vector<sp::array<float>> as;
-      for (int i = 0; i < arrays; ++i) as.emplace_back(elems, p);
-      for (auto& a : as) a.fill(1.f);
-      own.synchronize();
-      if (how == drop::inside_thread) return;
-      if (how == drop::after_thread) {
-        handed_out = std::move(as);
-        return;
-      }
-      // Other threads drop the arrays while this thread destroys its stream.
-      auto shared = std::make_shared<std::vector<sp::array<float>>>(std::move(as));
-      for (int t = 0; t < 4; ++t) {
-        droppers.emplace_back([shared, t] {
-          for (std::size_t i = static_cast<std::size_t>(t); i < shared->size(); i += 4)
-            (*shared)[i] = sp::array<float>();
-        });
-      }
-    });
-    task.join();
-    for (auto& t : droppers) t.join();
-    handed_out.clear();
-
-    const auto before = p.statistics();
-    std::vector<std::vector<float>> host(arrays, std::vector<float>(elems));
-    std::vector<sp::array<float>> bs;
-    for (auto& h : host) {
-      for (auto& x : h) x = dist(rng);
-      bs.emplace_back(std::span<const float>(h), p);
-    }
-    for (std::size_t i = 0; i < bs.size(); ++i) ASSERT_EQ(bs[i].download(), host[i]) << i;
-    const auto after = p.statistics();
-    EXPECT_GE(reuses(after) - reuses(before), static_cast<std::uint64_t>(arrays))
-        << "round " << round;
-    if (round == 0) reserved_after_first = after.reserved_bytes;
-    EXPECT_EQ(after.reserved_bytes, reserved_after_first) << "the pool grew in round " << round;
-  }
-}
-
-TEST(OpenclOrigin, ArraysDroppedInsideTheThread) {
-  SKIP_WITHOUT_OPENCL();
-  origin_rounds(drop::inside_thread);
-}
-TEST(OpenclOrigin, ArraysDroppedAfterTheThreadAndItsStream) {
-  SKIP_WITHOUT_OPENCL();
-  origin_rounds(drop::after_thread);
-}
-TEST(OpenclOrigin, ArraysDroppedConcurrentlyWithTheStream) {
-  SKIP_WITHOUT_OPENCL();
-  origin_rounds(drop::concurrently);
-}
-
-// Memory freed on queue A behind long work, reused at once on queue B: B's write must land after
-// A's last write. Without the device-side wait (the fault-injection build) PoCL runs B's fill as
-// soon as a core is free, A's late write then overwrites it, and the read-back shows it.
-TEST(OpenclOrdering, CrossQueueReuseWaitsOnTheDevice) {
-  SKIP_WITHOUT_OPENCL();
-  sp::device d = ocl();
-  sp::pool p(d);
-  sp::stream a(d), b(d);
-  constexpr std::size_t block = std::size_t{1} << 20;
-  sp::array<float> busy(sp::test::opencl_fixture::busy_bytes / sizeof(float), p);
-  int failures = 0;
-  for (int trial = 0; trial < 5; ++trial) {
-    // A holds every other block of this size, so the pool has no free memory of it to give B: it
-    // must reuse A's busy block (and wait for it) rather than grow.
-    std::vector<void*> held;
-    for (int i = 0; i < 8; ++i) held.push_back(p.allocate(a, block));
-    {
-      sp::stream_scope on_a(a);
-      for (int i = 0; i < 4; ++i) busy.fill(static_cast<float>(i));  // tens of ms on PoCL
-    }
-    void* x = held.back();
-    held.pop_back();
-    a.ref().submit(sp::command::make(sp::fill_command{x, 0xAA, 1, block}));
-    p.deallocate(a, x);
-    const auto before = p.statistics();
-    void* y = p.allocate(b, block);
-    ASSERT_EQ(y, x) << "expected the busy block to be reused across queues";
-    EXPECT_EQ(p.statistics().waited_reuses, before.waited_reuses + 1);
-    b.ref().submit(sp::command::make(sp::fill_command{y, 0x55, 1, block}));
-    a.synchronize();
-    b.synchronize();
-    std::vector<unsigned char> h(block);
-    b.ref().submit(sp::command::make(sp::copy_command{h.data(), y, block, false, true}));
-    b.synchronize();
-    const auto wrong = static_cast<std::size_t>(
-        std::count_if(h.begin(), h.end(), [](unsigned char c) { return c != 0x55; }));
-    if (wrong != 0) ++failures;
-    EXPECT_EQ(wrong, 0u) << "trial " << trial << ": queue A's write landed after queue B's";
-    p.deallocate(b, y);
-    b.synchronize();
-    for (void* h : held) p.deallocate(a, h);
-  }
-  EXPECT_EQ(failures, 0);
 }
 
 // The backend contract: a marker may be queried, waited on (on the host and by another queue) and
