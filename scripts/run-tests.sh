@@ -75,6 +75,8 @@ run_preset() {
   if [[ ${CI:-} == true && ${STREAMPOOL_CI_CUDA_KERNELS:-0} != 1 ]]; then
     extra+=(-DSTREAMPOOL_BUILD_CUDA_KERNELS=OFF)
   fi
+  # PoCL is installed above, so an OpenCL test that finds no device is a failure, not a skip.
+  extra+=(-DSTREAMPOOL_REQUIRE_OPENCL=ON)
   cmake --preset "${preset}" "${extra[@]}" || return 1
   section "${preset}: build (-j${SP_JOBS})"
   cmake --build --preset "${preset}" -j "${SP_JOBS}" || return 1

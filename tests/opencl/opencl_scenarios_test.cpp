@@ -148,6 +148,25 @@ TEST(OpenclFill, MisalignedPatternFill) {
   EXPECT_EQ(h[83], 0);
   for (std::size_t i = 0; i < 24; ++i) EXPECT_EQ(h[101 + i], 0x42) << i;
   EXPECT_EQ(h[125], 0);
+  // Every element size, misalignment and a few counts: a head, an aligned body of the rotated
+  // pattern and a tail, or (when shorter) only staged bytes.
+  const std::uint64_t pattern = 0x8877665544332211ULL;
+  for (std::size_t size : {2u, 4u, 8u}) {
+    for (std::size_t offset = 1; offset < size; ++offset) {
+      for (std::size_t count : {1u, 2u, 7u}) {
+        fill(*b, q, p, 256, 0);
+        b->submit(q, sp::command::make(sp::fill_command{p + 64 + offset, pattern, size, count}));
+        const std::vector<unsigned char> got = download(*b, q, p, 256);
+        const std::size_t from = 64 + offset, to = from + size * count;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const unsigned expect =
+              i < from || i >= to ? 0u : static_cast<unsigned>(((i - from) % size) + 1) * 0x11u;
+          ASSERT_EQ(got[i], expect) << "size " << size << ", offset " << offset << ", count "
+                                    << count << ", byte " << i;
+        }
+      }
+    }
+  }
   sp::native_marker m = b->record(q);
   b->wait_host(m);
   b->release_marker(m);

@@ -56,13 +56,16 @@ std::vector<cl_device_id> all_devices(const ocl::api& a) {
   std::vector<cl_device_id> devices;
   for (cl_uint p = 0; p < platforms; ++p) {
     cl_uint n = 0;
+    // A platform that cannot list its devices (a broken ICD, CL_DEVICE_NOT_FOUND) has none to
+    // offer; it must not hide the devices of the others.
     r = a.get_device_ids(ids[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &n);
-    if (r == CL_DEVICE_NOT_FOUND || n == 0) continue;
-    ocl::check(r, "clGetDeviceIDs(platform %u, CL_DEVICE_TYPE_ALL)", p);
+    if (r != CL_SUCCESS || n == 0) continue;
     const std::size_t first = devices.size();
     devices.resize(first + n);
-    ocl::check(a.get_device_ids(ids[p], CL_DEVICE_TYPE_ALL, n, devices.data() + first, nullptr),
-               "clGetDeviceIDs(platform %u, %u devices)", p, n);
+    if (a.get_device_ids(ids[p], CL_DEVICE_TYPE_ALL, n, devices.data() + first, nullptr) !=
+        CL_SUCCESS) {
+      devices.resize(first);
+    }
   }
   return devices;
 }
@@ -294,25 +297,48 @@ class opencl_backend final : public backend {
   void submit_fill(ocl::opencl_queue& q, const fill_command& f) {
     if (f.count == 0) return;
     const std::size_t bytes = f.count * f.element_size;  // backend::submit checked the overflow
+    const std::size_t size = f.element_size;
     unsigned char pattern[8];
     std::memcpy(pattern, &f.pattern, sizeof pattern);  // little-endian: the element's bytes first
-    std::size_t size = f.element_size;
-    // clEnqueueSVMMemFill needs dst aligned to the pattern size. A misaligned fill whose pattern
-    // is one repeated byte is a byte fill; any other is rare enough to go as a staged upload.
-    if (reinterpret_cast<std::uintptr_t>(f.dst) % size != 0) {
-      if (std::all_of(pattern, pattern + size, [&](unsigned char b) { return b == pattern[0]; })) {
-        size = 1;
-      } else {
-        auto buffer = std::make_unique_for_overwrite<unsigned char[]>(bytes);
-        for (std::size_t i = 0; i < bytes; i += size) std::memcpy(buffer.get() + i, pattern, size);
-        std::lock_guard<std::mutex> lk(q.mu);
-        return q.staged.upload(q.q, f.dst, buffer.get(), bytes);
-      }
-    }
+    // Byte i of the fill is pattern[i % size]. clEnqueueSVMMemFill needs dst aligned to the
+    // pattern size, so a misaligned fill is split: the bytes before the first aligned address
+    // and after the last whole pattern (each shorter than one element) go as staged uploads, and
+    // the aligned body as a fill of the pattern rotated to start there. A pattern of one repeated
+    // byte is simply a byte fill.
+    const std::size_t misalign = reinterpret_cast<std::uintptr_t>(f.dst) % size;
+    const bool one_byte =
+        std::all_of(pattern, pattern + size, [&](unsigned char b) { return b == pattern[0]; });
     std::lock_guard<std::mutex> lk(q.mu);
-    ocl::check(a_.enqueue_svm_mem_fill(q.q, f.dst, pattern, size, bytes, 0, nullptr, nullptr),
+    if (misalign == 0 || one_byte) {
+      enqueue_fill(q, f.dst, pattern, misalign == 0 ? size : 1, bytes, f.pattern);
+      return;
+    }
+    auto byte_at = [&](std::size_t i) { return pattern[i % size]; };
+    const std::size_t head = size - misalign;  // bytes before the first aligned address
+    const std::size_t body = bytes > head ? (bytes - head) / size * size : 0;
+    unsigned char edge[8];
+    auto stage = [&](std::size_t from, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) edge[i] = byte_at(from + i);
+      q.staged.upload(q.q, static_cast<unsigned char*>(f.dst) + from, edge, n);
+    };
+    if (body == 0) {  // shorter than head + one element: at most 15 bytes, all staged
+      for (std::size_t from = 0; from < bytes; from += sizeof edge)
+        stage(from, std::min(sizeof edge, bytes - from));
+      return;
+    }
+    stage(0, head);
+    unsigned char rotated[8];
+    for (std::size_t i = 0; i < size; ++i) rotated[i] = byte_at(head + i);
+    enqueue_fill(q, static_cast<unsigned char*>(f.dst) + head, rotated, size, body, f.pattern);
+    if (const std::size_t tail = bytes - head - body; tail != 0) stage(head + body, tail);
+  }
+
+  /// clEnqueueSVMMemFill of `bytes` at dst (aligned to `size`). Caller holds q.mu.
+  void enqueue_fill(ocl::opencl_queue& q, void* dst, const unsigned char* pattern,
+                    std::size_t size, std::size_t bytes, std::uint64_t as_given) {
+    ocl::check(a_.enqueue_svm_mem_fill(q.q, dst, pattern, size, bytes, 0, nullptr, nullptr),
                "clEnqueueSVMMemFill(dst=%p, pattern 0x%llx of %zu bytes, %zu bytes) on device %d",
-               f.dst, static_cast<unsigned long long>(f.pattern), size, bytes, ordinal_);
+               dst, static_cast<unsigned long long>(as_given), size, bytes, ordinal_);
   }
 
   /// `k` passed backend::submit's checks: a combination kernel.hpp defines, with its operands.
