@@ -161,8 +161,8 @@ TEST(OpenclFill, MisalignedPatternFill) {
         for (std::size_t i = 0; i < got.size(); ++i) {
           const unsigned expect =
               i < from || i >= to ? 0u : static_cast<unsigned>(((i - from) % size) + 1) * 0x11u;
-          ASSERT_EQ(got[i], expect) << "size " << size << ", offset " << offset << ", count "
-                                    << count << ", byte " << i;
+          ASSERT_EQ(got[i], expect)
+              << "size " << size << ", offset " << offset << ", count " << count << ", byte " << i;
         }
       }
     }

@@ -334,8 +334,8 @@ class opencl_backend final : public backend {
   }
 
   /// clEnqueueSVMMemFill of `bytes` at dst (aligned to `size`). Caller holds q.mu.
-  void enqueue_fill(ocl::opencl_queue& q, void* dst, const unsigned char* pattern,
-                    std::size_t size, std::size_t bytes, std::uint64_t as_given) {
+  void enqueue_fill(ocl::opencl_queue& q, void* dst, const unsigned char* pattern, std::size_t size,
+                    std::size_t bytes, std::uint64_t as_given) {
     ocl::check(a_.enqueue_svm_mem_fill(q.q, dst, pattern, size, bytes, 0, nullptr, nullptr),
                "clEnqueueSVMMemFill(dst=%p, pattern 0x%llx of %zu bytes, %zu bytes) on device %d",
                dst, static_cast<unsigned long long>(as_given), size, bytes, ordinal_);
