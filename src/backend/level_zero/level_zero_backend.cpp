@@ -493,9 +493,34 @@ class level_zero_backend final : public backend {
       (void)signal_locked(q, /*internal=*/true);
       return;
     }
-    // Device to device, or to pageable host memory: drivers accept system memory as a copy's
-    // destination (the caller waits on a later marker before reading it).
+    if (c.dst_is_host && !facts_.shared_system_memory) {
+      submit_download_staged(q, c);
+      return;
+    }
+    // Device to device, or to pageable host memory on a device that reports shared system
+    // allocation support (it may access system memory, so a copy may write it; the caller waits
+    // on a later marker before reading it).
     append_copy(q, c.dst, c.src, c.bytes);
+  }
+
+  /// A download to pageable memory on a device without shared system allocation support: the
+  /// device may not write pageable memory, so it copies into staging (zeMemAllocHost), and the
+  /// bytes reach dst on the host. Level Zero has no host callback in a command list, so this
+  /// waits on the host until the copy has run (it drains the queue) and then copies: such a
+  /// download blocks submit. The contract ("the caller waits before reading dst") allows more;
+  /// the pool never downloads on a fast path.
+  void submit_download_staged(ze_queue* q, const copy_command& c) {
+    void* buf = stage(q, nullptr, c.bytes);
+    append_copy(q, buf, c.src, c.bytes);
+    event_slot* s = signal_locked(q, /*internal=*/false);
+    const ze_result_t r =
+        d_.event_host_synchronize(s->event, std::numeric_limits<std::uint64_t>::max());
+    events_->release(s);
+    ze::check(d_, drv_, r, "zeEventHostSynchronize (staged download) on device %d", ordinal_);
+    // The batch that owns buf is closed and signalled, but only collect frees it, and only this
+    // thread (holding q->mu) collects q.
+    std::memcpy(c.dst, buf, c.bytes);
+    collect(q);
   }
 
   void submit_fill(ze_queue* q, const fill_command& f) {
