@@ -358,20 +358,32 @@ class level_zero_backend final : public backend {
   /// counts as released at once). Caller holds q->mu.
   event_slot* signal_locked(ze_queue* q, bool internal) {
     event_slot* s = take_event(q);
+    const ze_result_t r = close_batch(q, s, internal);
+    ze::check(d_, drv_, r, "zeCommandListAppendBarrier (signal) on device %d", ordinal_);
+    return s;
+  }
+
+  /// Appends a barrier that signals `s` (taken with take_event before anything was appended)
+  /// after everything in q, closing q's open batch with it when the batch holds anything. Never
+  /// throws, so that a submit whose command is already appended does not fail: on an error, `s`
+  /// is released and the open batch stays open (its waits and memory go with the next proof, or
+  /// with the queue), and the error is returned. `internal`: as for signal_locked. Caller holds
+  /// q->mu.
+  ze_result_t close_batch(ze_queue* q, event_slot* s, bool internal) noexcept {
     const bool close = !q->open_is_empty();
     if (close) {
       try {
         q->closed.emplace_back();
       } catch (...) {
         events_->release(s);
-        throw;
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
       }
     }
     const ze_result_t r = d_.command_list_append_barrier(q->cl, s->event, 0, nullptr);
     if (r != ZE_RESULT_SUCCESS) {
       if (close) q->closed.pop_back();
       events_->release(s);
-      ze::check(d_, drv_, r, "zeCommandListAppendBarrier (signal) on device %d", ordinal_);
+      return r;
     }
     q->needs_barrier = false;
     if (close) {
@@ -384,15 +396,31 @@ class level_zero_backend final : public backend {
       b.patterns.swap(q->open.patterns);
     }
     if (internal) events_->release(s);
-    return s;
+    return ZE_RESULT_SUCCESS;
+  }
+
+  /// Closes q's open batch with an internal proof after a command that was already appended:
+  /// never throws. On failure the batch stays open, to be closed by a later proof.
+  void close_batch_after_append(ze_queue* q, event_slot* s) noexcept {
+    const ze_result_t r = close_batch(q, s, /*internal=*/true);
+    if (r != ZE_RESULT_SUCCESS) report_teardown(r, "zeCommandListAppendBarrier (batch proof)");
   }
 
   /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries: a queue
   /// that nobody records markers on (the pool records them lazily) must still hand back the
-  /// events it waited on and the fill patterns it keeps. Caller holds q->mu.
-  void bound_open_batch(ze_queue* q) {
-    if (q->open.waits.size() + q->open.patterns.size() >= max_open_batch)
-      (void)signal_locked(q, /*internal=*/true);
+  /// events it waited on and the fill patterns it keeps. Called after a command was appended, so
+  /// it never throws: when no event can be had, the batch stays open and the next command tries
+  /// again. Caller holds q->mu.
+  void bound_open_batch(ze_queue* q) noexcept {
+    if (q->open.waits.size() + q->open.patterns.size() < max_open_batch) return;
+    event_slot* s = nullptr;
+    try {
+      s = take_event(q);
+    } catch (...) {
+      report_teardown(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, "an event for a batch proof");
+      return;
+    }
+    close_batch_after_append(q, s);
   }
 
   native_marker do_record(native_queue nq) override {
@@ -488,9 +516,16 @@ class level_zero_backend final : public backend {
       // Pageable source: the contract lets the caller reuse it when submit returns, so it is
       // copied into staging now and the device copies from there. The batch closed right after
       // frees the staging once the copy has run, and bounds what uploads keep alive.
-      void* buf = stage(q, c.src, c.bytes);
-      append_copy(q, c.dst, buf, c.bytes);
-      (void)signal_locked(q, /*internal=*/true);
+      // The proof is taken first: nothing that can fail comes after the copy is appended.
+      event_slot* proof = take_event(q);
+      try {
+        void* buf = stage(q, c.src, c.bytes);
+        append_copy(q, c.dst, buf, c.bytes);
+      } catch (...) {
+        events_->release(proof);
+        throw;
+      }
+      close_batch_after_append(q, proof);
       return;
     }
     if (c.dst_is_host && !facts_.shared_system_memory) {
@@ -510,9 +545,19 @@ class level_zero_backend final : public backend {
   /// download blocks submit. The contract ("the caller waits before reading dst") allows more;
   /// the pool never downloads on a fast path.
   void submit_download_staged(ze_queue* q, const copy_command& c) {
-    void* buf = stage(q, nullptr, c.bytes);
-    append_copy(q, buf, c.src, c.bytes);
-    event_slot* s = signal_locked(q, /*internal=*/false);
+    event_slot* s = take_event(q);  // first, as for an upload
+    void* buf = nullptr;
+    try {
+      buf = stage(q, nullptr, c.bytes);
+      append_copy(q, buf, c.src, c.bytes);
+    } catch (...) {
+      events_->release(s);
+      throw;
+    }
+    // Should the proof fail, the copy into staging still runs, but dst is untouched and the
+    // staging stays with the open batch: the failed submit leaves nothing the caller can see.
+    ze::check(d_, drv_, close_batch(q, s, /*internal=*/false),
+              "zeCommandListAppendBarrier (staged download) on device %d", ordinal_);
     const ze_result_t r =
         d_.event_host_synchronize(s->event, std::numeric_limits<std::uint64_t>::max());
     events_->release(s);
@@ -529,11 +574,17 @@ class level_zero_backend final : public backend {
     const std::size_t bytes = f.count * f.element_size;
     if (f.element_size > facts_.max_fill_pattern) {
       // The queue group cannot fill with a pattern this wide: expand it in staging and copy.
-      auto* buf = static_cast<unsigned char*>(stage(q, nullptr, bytes));
-      for (std::size_t i = 0; i < f.count; ++i)
-        std::memcpy(buf + i * f.element_size, &f.pattern, f.element_size);
-      append_copy(q, f.dst, buf, bytes);
-      (void)signal_locked(q, /*internal=*/true);
+      event_slot* proof = take_event(q);  // first, as for an upload
+      try {
+        auto* buf = static_cast<unsigned char*>(stage(q, nullptr, bytes));
+        for (std::size_t i = 0; i < f.count; ++i)
+          std::memcpy(buf + i * f.element_size, &f.pattern, f.element_size);
+        append_copy(q, f.dst, buf, bytes);
+      } catch (...) {
+        events_->release(proof);
+        throw;
+      }
+      close_batch_after_append(q, proof);
       return;
     }
     // The pattern lives in the open batch until the fill has run: the 1.4 specification does
