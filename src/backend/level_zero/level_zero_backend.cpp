@@ -24,8 +24,11 @@
 //               old one is freed with the current batch.
 //
 // Locks: a queue's mu guards its command list (appends are not thread-safe in Level Zero) and its
-// fields; queues_mu_ guards the set of queues; module_mu_ the module. Order: queues_mu_ (only to
-// poll other queues, with try_lock), then a queue's mu, then the event registry's own lock.
+// fields; queues_mu_ guards the set of queues; module_mu_ the module. Order: a queue's mu, then
+// queues_mu_ (take_event, with the queue's mu held, polls the other queues), then other queues'
+// mu, only ever with try_lock; the event registry's own lock is innermost. Deadlock-free because
+// a thread never blocks on a queue's mu while holding queues_mu_ or another queue's mu (see
+// do_destroy_queue).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -282,6 +285,11 @@ class level_zero_backend final : public backend {
 
   void do_destroy_queue(native_queue nq) noexcept override {
     ze_queue* q = as_queue(nq);
+    // Lock order (top of file): a queue's mu, then queues_mu_, then other queues' mu by try_lock
+    // only. Here queues_mu_ is taken while holding no queue's mu and released before q->mu is
+    // taken, so it never waits in the reverse order. Once q is out of queues_ (under queues_mu_,
+    // which a polling take_event holds for as long as it may hold q->mu by try_lock), no other
+    // thread can reach q, and deleting it below is safe.
     {
       std::lock_guard<std::mutex> lk(queues_mu_);
       queues_.erase(std::find(queues_.begin(), queues_.end(), q));
