@@ -83,7 +83,9 @@ struct ze_queue {
   std::deque<batch> closed;    ///< oldest first
   /// Kernels by entry and dtype, created on first use: each queue sets arguments on its own
   /// kernel objects, under mu, so concurrent queues never share argument state.
-  std::array<std::array<ze_kernel_handle_t, 6>, 5> kernels{};
+  std::array<std::array<ze_kernel_handle_t, detail::kernel_dtype_count>,
+             detail::kernel_entry_count>
+      kernels{};
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
 
