@@ -67,12 +67,17 @@ constexpr std::size_t max_map_groups = 4096;
 /// (bound_open_batch).
 constexpr std::size_t max_open_batch = 256;
 
+/// Bytes of memory (old scratch buffers, staging) a queue's open batch may keep alive before the
+/// backend closes it itself (bound_open_batch): 64 MiB.
+constexpr std::size_t max_open_batch_bytes = std::size_t{64} << 20;
+
 /// One queue (native_queue points to it).
 struct ze_queue {
   struct batch {
     event_slot* proof = nullptr;
     std::vector<event_slot*> waits;
     std::vector<void*> memory;           // zeMemAlloc* memory, zeMemFree'd
+    std::size_t memory_bytes = 0;        // the size of `memory`, in bytes
     std::deque<std::uint64_t> patterns;  // fill patterns (their addresses were appended)
   };
 
@@ -83,8 +88,7 @@ struct ze_queue {
   std::deque<batch> closed;    ///< oldest first
   /// Kernels by entry and dtype, created on first use: each queue sets arguments on its own
   /// kernel objects, under mu, so concurrent queues never share argument state.
-  std::array<std::array<ze_kernel_handle_t, detail::kernel_dtype_count>,
-             detail::kernel_entry_count>
+  std::array<std::array<ze_kernel_handle_t, detail::kernel_dtype_count>, detail::kernel_entry_count>
       kernels{};
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
@@ -320,6 +324,7 @@ class level_zero_backend final : public backend {
     b.waits.clear();
     for (void* m : b.memory) report_teardown(d_.mem_free(ctx_, m), "zeMemFree");
     b.memory.clear();
+    b.memory_bytes = 0;
     b.patterns.clear();
     if (b.proof != nullptr) events_->remove_ref(b.proof);
     b.proof = nullptr;
@@ -403,6 +408,7 @@ class level_zero_backend final : public backend {
       b.proof = s;
       b.waits.swap(q->open.waits);
       b.memory.swap(q->open.memory);
+      std::swap(b.memory_bytes, q->open.memory_bytes);
       b.patterns.swap(q->open.patterns);
     }
     if (internal) events_->release(s);
@@ -416,13 +422,16 @@ class level_zero_backend final : public backend {
     if (r != ZE_RESULT_SUCCESS) report_teardown(r, "zeCommandListAppendBarrier (batch proof)");
   }
 
-  /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries: a queue
-  /// that nobody records markers on (the pool records them lazily) must still hand back the
-  /// events it waited on and the fill patterns it keeps. Called after a command was appended, so
+  /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries or
+  /// `max_open_batch_bytes` of memory: a queue that nobody records markers on (the pool records
+  /// them lazily) must still hand back the events it waited on, the fill patterns and the old
+  /// scratch buffers it keeps. Called after a command was appended, so
   /// it never throws: when no event can be had, the batch stays open and the next command tries
   /// again. Caller holds q->mu.
   void bound_open_batch(ze_queue* q) noexcept {
-    if (q->open.waits.size() + q->open.patterns.size() < max_open_batch) return;
+    if (q->open.waits.size() + q->open.patterns.size() < max_open_batch &&
+        q->open.memory_bytes < max_open_batch_bytes)
+      return;
     event_slot* s = nullptr;
     try {
       s = take_event(q);
@@ -496,6 +505,7 @@ class level_zero_backend final : public backend {
               "zeMemAllocHost(%zu bytes of staging) on device %d", bytes, ordinal_);
     if (src != nullptr) std::memcpy(buf, src, bytes);
     q->open.memory.push_back(buf);
+    q->open.memory_bytes += bytes;
     return buf;
   }
 
@@ -621,19 +631,26 @@ class level_zero_backend final : public backend {
     const detail::kernel_plan plan =
         detail::make_kernel_plan(k, shape, q->scratch, q->scratch_bytes);
     for (const detail::kernel_launch& l : plan.launches) append_launch(q, module, l, k);
+    bound_open_batch(q);  // old scratch buffers
   }
 
   /// Replaces q's scratch with one of at least `need` bytes; the old one is freed with the open
-  /// batch (kernels appended before may still use it).
+  /// batch (kernels appended before may still use it). It grows to at least twice its size, as
+  /// the OpenCL backend's does, so that a queue whose kernels grow step by step replaces it
+  /// O(log n) times, and the old buffers the open batch keeps add up to less than the current one.
   void grow_scratch(ze_queue* q, std::size_t need) {
+    const std::size_t want = std::max(need, 2 * q->scratch_bytes);
     const std::size_t bytes =
-        (need + allocation_granularity - 1) / allocation_granularity * allocation_granularity;
+        (want + allocation_granularity - 1) / allocation_granularity * allocation_granularity;
     q->open.memory.reserve(q->open.memory.size() + 1);
     const ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
     void* p = nullptr;
     ze::check(d_, drv_, d_.mem_alloc_device(ctx_, &desc, bytes, 128, dev_, &p),
               "zeMemAllocDevice(%zu bytes of kernel scratch) on device %d", bytes, ordinal_);
-    if (q->scratch != nullptr) q->open.memory.push_back(q->scratch);
+    if (q->scratch != nullptr) {
+      q->open.memory.push_back(q->scratch);
+      q->open.memory_bytes += q->scratch_bytes;
+    }
     q->scratch = p;
     q->scratch_bytes = bytes;
   }
