@@ -530,14 +530,37 @@ TEST_F(ze_test_driver, many_threads_append_to_shared_and_own_lists) {
   ZE_OK(zeMemFree(context_, cells));
 }
 
-// A stand-in SPIR-V module: the driver checks the magic number only.
-constexpr std::array<uint32_t, 5> fake_spirv = {0x07230203u, 0x00010200u, 0, 1, 0};
+// A stand-in SPIR-V module: the header, then each name as a word-aligned, NUL-padded string
+// literal, as OpEntryPoint holds it. The driver checks the magic number and finds the kernels
+// the module has by these names.
+std::vector<unsigned char> fake_spirv(const std::vector<std::string>& names) {
+  const std::array<uint32_t, 5> header = {0x07230203u, 0x00010200u, 0, 1, 0};
+  std::vector<unsigned char> bytes(sizeof header);
+  std::memcpy(bytes.data(), header.data(), sizeof header);
+  for (const std::string& name : names) {
+    bytes.insert(bytes.end(), name.begin(), name.end());
+    bytes.resize((bytes.size() / 4 + 1) * 4, 0);  // the NUL, and padding to a word
+  }
+  return bytes;
+}
+
+// Every kernel of kernels.cl, with the f64 ones or without (as built with or without SP_FP64).
+std::vector<std::string> kernel_names(bool fp64) {
+  std::vector<std::string> names;
+  for (const char* type : {"f32", "f64", "i32", "i64", "u32", "u64"}) {
+    if (!fp64 && std::string(type) == "f64") continue;
+    for (const char* k :
+         {"sp_map_unary_", "sp_map_binary_", "sp_reduce_", "sp_scan_tiles_", "sp_scan_add_"})
+      names.push_back(std::string(k) + type);
+  }
+  return names;
+}
 
 class ze_test_driver_kernels : public ze_test_driver {
  protected:
   void SetUp() override {
     ze_test_driver::SetUp();
-    module_ = build("-DSP_FP64 -cl-std=CL1.2");
+    module_ = build(kernel_names(/*fp64=*/true));
     list_ = make_list();
   }
   void TearDown() override {
@@ -546,13 +569,14 @@ class ze_test_driver_kernels : public ze_test_driver {
     ze_test_driver::TearDown();
   }
 
-  static ze_module_handle_t build(const char* flags) {
+  static ze_module_handle_t build(const std::vector<std::string>& names) {
+    const std::vector<unsigned char> spirv = fake_spirv(names);
     ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
                           nullptr,
                           ZE_MODULE_FORMAT_IL_SPIRV,
-                          sizeof fake_spirv,
-                          reinterpret_cast<const uint8_t*>(fake_spirv.data()),
-                          flags,
+                          spirv.size(),
+                          spirv.data(),
+                          "",
                           nullptr};
     ze_module_handle_t m = nullptr;
     ze_module_build_log_handle_t log = nullptr;
@@ -622,11 +646,22 @@ TEST_F(ze_test_driver_kernels, modules_check_the_magic_and_kernels_their_names) 
   ze_kernel_handle_t k = nullptr;
   EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(module_, &unknown, &k));
 
-  // Without SP_FP64 kernels.cl has no f64 kernels.
-  ze_module_handle_t no_fp64 = build("");
+  // A module has the kernels its SPIR-V names: built without SP_FP64, kernels.cl has no f64
+  // kernels; a name must be a whole literal ("sp_map_unary_f3" is not "sp_map_unary_f32").
+  ze_module_handle_t no_fp64 = build(kernel_names(/*fp64=*/false));
   ze_kernel_desc_t f64{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_map_unary_f64"};
   EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(no_fp64, &f64, &k));
+  ze_kernel_desc_t f32{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_map_unary_f32"};
+  ASSERT_EQ(ZE_RESULT_SUCCESS, zeKernelCreate(no_fp64, &f32, &k));
+  ZE_OK(zeKernelDestroy(k));
   ZE_OK(zeModuleDestroy(no_fp64));
+  ze_module_handle_t one = build({"sp_reduce_i64"});
+  ze_kernel_desc_t reduce_f32{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_reduce_f32"};
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(one, &reduce_f32, &k));
+  ze_kernel_desc_t reduce_i64{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_reduce_i64"};
+  ASSERT_EQ(ZE_RESULT_SUCCESS, zeKernelCreate(one, &reduce_i64, &k));
+  ZE_OK(zeKernelDestroy(k));
+  ZE_OK(zeModuleDestroy(one));
 
   k = kernel("sp_reduce_f32");
   auto props = described<ze_kernel_properties_t>(ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES);
