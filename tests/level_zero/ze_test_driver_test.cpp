@@ -55,6 +55,7 @@ class ze_test_driver : public ::testing::Test {
   }
   void TearDown() override {
     hooks_.set_delay_us(0);
+    hooks_.set_reorder(0);
     hooks_.set_capacity(0);
     if (expect_clean_) {
       EXPECT_EQ(0u, hooks_.violations(nullptr, 0)) << hooks_.violation_text();
@@ -317,6 +318,41 @@ TEST_F(ze_test_driver, barrier_wait_on_events_signal_and_reset_commands) {
   ZE_OK(zeCommandListDestroy(one));
   ZE_OK(zeCommandListDestroy(two));
   ZE_OK(zeCommandListDestroy(three));
+  ZE_OK(zeMemFree(context_, cell));
+}
+
+// Reorder mode (SP_ZE_TEST_DRIVER_REORDER, the set_reorder hook): two commands of one list that
+// nothing orders run in reverse; a barrier between them keeps their order; without the mode
+// they run in append order. The worker is held at a wait on a gate event until both copies are
+// queued, so it takes them together.
+TEST_F(ze_test_driver, reorder_mode_reverses_commands_that_nothing_orders) {
+  struct variant {
+    bool reorder;
+    bool barrier;
+    int expected;  // the value of the copy that ran last
+  };
+  const int first = 1;
+  const int second = 2;
+  auto* cell = static_cast<int*>(alloc_host(sizeof(int)));
+  for (const variant v :
+       {variant{true, false, first}, variant{true, true, second}, variant{false, false, second}}) {
+    hooks_.set_reorder(v.reorder ? 1 : 0);
+    events e(2);
+    ze_event_handle_t gate = e[0];
+    *cell = 0;
+    ze_command_list_handle_t list = make_list();
+    ZE_OK(zeCommandListAppendWaitOnEvents(list, 1, &gate));
+    ZE_OK(zeCommandListAppendMemoryCopy(list, cell, &first, sizeof first, nullptr, 0, nullptr));
+    if (v.barrier) {
+      ZE_OK(zeCommandListAppendBarrier(list, nullptr, 0, nullptr));
+    }
+    ZE_OK(zeCommandListAppendMemoryCopy(list, cell, &second, sizeof second, nullptr, 0, nullptr));
+    ZE_OK(zeCommandListAppendBarrier(list, e[1], 0, nullptr));
+    ZE_OK(zeEventHostSignal(gate));
+    ZE_OK(zeEventHostSynchronize(e[1], UINT64_MAX));
+    EXPECT_EQ(v.expected, *cell) << "reorder " << v.reorder << ", barrier " << v.barrier;
+    ZE_OK(zeCommandListDestroy(list));
+  }
   ZE_OK(zeMemFree(context_, cell));
 }
 

@@ -13,6 +13,7 @@ struct settings {
   std::atomic<unsigned> delay_us{0};
   std::atomic<std::uint64_t> seed{1};
   std::atomic<std::size_t> capacity{0};  ///< 0 = unlimited
+  std::atomic<bool> reorder{false};      ///< command_list: run unordered runs in reverse
 };
 
 /// The process-wide settings, read from the environment on first use.
