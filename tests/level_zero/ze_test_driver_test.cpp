@@ -177,12 +177,22 @@ TEST_F(ze_test_driver, events_signal_reset_query_and_time_out) {
   ZE_OK(zeEventHostReset(e[0]));
   EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventQueryStatus(e[0]));
 
-  // A host thread blocked forever is released by a signal from elsewhere.
-  std::thread waiter(
-      [&] { EXPECT_EQ(ZE_RESULT_SUCCESS, zeEventHostSynchronize(e[0], UINT64_MAX)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // A host thread blocked forever is released by a signal from elsewhere, and not before: the
+  // waiter has started, and a timed wait here sees the event unsignalled with the waiter still
+  // in its wait, before the signal.
+  std::atomic<bool> started{false};
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    started = true;
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeEventHostSynchronize(e[0], UINT64_MAX));
+    returned = true;
+  });
+  while (!started) std::this_thread::yield();
+  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventHostSynchronize(e[0], 1000000));  // 1 ms
+  EXPECT_FALSE(returned);
   ZE_OK(zeEventHostSignal(e[0]));
   waiter.join();
+  EXPECT_TRUE(returned);
 }
 
 TEST_F(ze_test_driver, allocations_are_aligned_typed_and_counted) {
@@ -301,8 +311,9 @@ TEST_F(ze_test_driver, barrier_wait_on_events_signal_and_reset_commands) {
   ZE_OK(zeCommandListAppendWaitOnEvents(two, 1, &e0));
   ZE_OK(zeCommandListAppendMemoryCopy(two, cell, &seven, sizeof seven, e[1], 0, nullptr));
   ZE_OK(zeCommandListAppendBarrier(one, e[2], 1, &e1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventQueryStatus(e[2]));  // nothing signalled e0 yet
+  // Nothing signalled e0 yet: a timed wait for e2 (which returns as soon as e2 is signalled, so
+  // a list that ran past its wait fails it at once) times out.
+  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventHostSynchronize(e[2], 2000000));  // 2 ms
   EXPECT_EQ(0, *cell);
   ZE_OK(zeCommandListAppendSignalEvent(three, e[0]));
   ZE_OK(zeEventHostSynchronize(e[2], UINT64_MAX));
