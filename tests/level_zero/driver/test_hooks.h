@@ -16,6 +16,8 @@
  *                                           run of consecutive commands that nothing orders (no
  *                                           barrier, wait, signal or reset between or on them)
  *                                           in reverse append order (driver/README.md)
+ *   SP_ZE_TEST_DRIVER_SHARED_SYSTEM=1       report shared system allocation support
+ *                                           (default: none, so downloads are staged)
  */
 #ifndef STREAMPOOL_TESTS_LEVEL_ZERO_DRIVER_TEST_HOOKS_H
 #define STREAMPOOL_TESTS_LEVEL_ZERO_DRIVER_TEST_HOOKS_H
