@@ -425,9 +425,8 @@ class level_zero_backend final : public backend {
   /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries or
   /// `max_open_batch_bytes` of memory: a queue that nobody records markers on (the pool records
   /// them lazily) must still hand back the events it waited on, the fill patterns and the old
-  /// scratch buffers it keeps. Called after a command was appended, so
-  /// it never throws: when no event can be had, the batch stays open and the next command tries
-  /// again. Caller holds q->mu.
+  /// scratch buffers it keeps. Called after a command was appended, so it never throws: when no
+  /// event can be had, the batch stays open and the next command tries again. Caller holds q->mu.
   void bound_open_batch(ze_queue* q) noexcept {
     if (q->open.waits.size() + q->open.patterns.size() < max_open_batch &&
         q->open.memory_bytes < max_open_batch_bytes)
@@ -562,8 +561,8 @@ class level_zero_backend final : public backend {
   /// device may not write pageable memory, so it copies into staging (zeMemAllocHost), and the
   /// bytes reach dst on the host. Level Zero has no host callback in a command list, so this
   /// waits on the host until the copy has run (it drains the queue) and then copies: such a
-  /// download blocks submit. The contract ("the caller waits before reading dst") allows more;
-  /// the pool never downloads on a fast path.
+  /// download blocks submit. The contract ("the caller waits before reading dst") would allow
+  /// deferring the host copy to that wait; this is the simplest correct form.
   void submit_download_staged(ze_queue* q, const copy_command& c) {
     event_slot* s = take_event(q);  // first, as for an upload
     void* buf = nullptr;
