@@ -18,7 +18,9 @@
 //               the waits are handed back to the event registry (its reuse rule, condition 2) and
 //               the memory is freed. Batches complete in order, so only the oldest is queried.
 //   staging     host memory of the context (zeMemAllocHost) that an upload from pageable memory
-//               is copied into before submit returns; freed with its batch, after the copy.
+//               is copied into before submit returns, or that a download to pageable memory
+//               lands in on a device without shared system allocation support (submit then
+//               waits for it and copies it to dst); freed with its batch, after the copy.
 //   scratch     a queue's device buffer for the kernel plan's partials (reduce, scans); safe to
 //               share between the queue's kernels because they run in order. When it grows, the
 //               old one is freed with the current batch.
