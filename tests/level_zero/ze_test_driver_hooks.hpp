@@ -22,6 +22,7 @@ struct ze_test_driver_hooks {
   sp_ze_test_driver_set_capacity_fn set_capacity = nullptr;
   sp_ze_test_driver_set_delay_us_fn set_delay_us = nullptr;
   sp_ze_test_driver_set_abort_on_violation_fn set_abort_on_violation = nullptr;
+  sp_ze_test_driver_set_reorder_fn set_reorder = nullptr;
 
   /// @throws std::runtime_error when the driver is not loaded (no zeInit yet, or the loader was
   ///         not pointed at it).
@@ -48,10 +49,12 @@ struct ze_test_driver_hooks {
         dlsym(lib, "sp_ze_test_driver_set_delay_us"));
     h.set_abort_on_violation = reinterpret_cast<sp_ze_test_driver_set_abort_on_violation_fn>(
         dlsym(lib, "sp_ze_test_driver_set_abort_on_violation"));
+    h.set_reorder = reinterpret_cast<sp_ze_test_driver_set_reorder_fn>(
+        dlsym(lib, "sp_ze_test_driver_set_reorder"));
     dlclose(lib);  // drops only the reference taken above; the loader keeps the driver loaded
     if (h.violations == nullptr || h.reset_violations == nullptr || h.bytes_held == nullptr ||
         h.set_capacity == nullptr || h.set_delay_us == nullptr ||
-        h.set_abort_on_violation == nullptr) {
+        h.set_abort_on_violation == nullptr || h.set_reorder == nullptr) {
       throw std::runtime_error(std::string("the test driver lacks its hooks: ") + path);
     }
     return h;

@@ -55,6 +55,7 @@ class ze_test_driver : public ::testing::Test {
   }
   void TearDown() override {
     hooks_.set_delay_us(0);
+    hooks_.set_reorder(0);
     hooks_.set_capacity(0);
     if (expect_clean_) {
       EXPECT_EQ(0u, hooks_.violations(nullptr, 0)) << hooks_.violation_text();
@@ -176,12 +177,22 @@ TEST_F(ze_test_driver, events_signal_reset_query_and_time_out) {
   ZE_OK(zeEventHostReset(e[0]));
   EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventQueryStatus(e[0]));
 
-  // A host thread blocked forever is released by a signal from elsewhere.
-  std::thread waiter(
-      [&] { EXPECT_EQ(ZE_RESULT_SUCCESS, zeEventHostSynchronize(e[0], UINT64_MAX)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // A host thread blocked forever is released by a signal from elsewhere, and not before: the
+  // waiter has started, and a timed wait here sees the event unsignalled with the waiter still
+  // in its wait, before the signal.
+  std::atomic<bool> started{false};
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    started = true;
+    EXPECT_EQ(ZE_RESULT_SUCCESS, zeEventHostSynchronize(e[0], UINT64_MAX));
+    returned = true;
+  });
+  while (!started) std::this_thread::yield();
+  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventHostSynchronize(e[0], 1000000));  // 1 ms
+  EXPECT_FALSE(returned);
   ZE_OK(zeEventHostSignal(e[0]));
   waiter.join();
+  EXPECT_TRUE(returned);
 }
 
 TEST_F(ze_test_driver, allocations_are_aligned_typed_and_counted) {
@@ -300,8 +311,9 @@ TEST_F(ze_test_driver, barrier_wait_on_events_signal_and_reset_commands) {
   ZE_OK(zeCommandListAppendWaitOnEvents(two, 1, &e0));
   ZE_OK(zeCommandListAppendMemoryCopy(two, cell, &seven, sizeof seven, e[1], 0, nullptr));
   ZE_OK(zeCommandListAppendBarrier(one, e[2], 1, &e1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventQueryStatus(e[2]));  // nothing signalled e0 yet
+  // Nothing signalled e0 yet: a timed wait for e2 (which returns as soon as e2 is signalled, so
+  // a list that ran past its wait fails it at once) times out.
+  EXPECT_EQ(ZE_RESULT_NOT_READY, zeEventHostSynchronize(e[2], 2000000));  // 2 ms
   EXPECT_EQ(0, *cell);
   ZE_OK(zeCommandListAppendSignalEvent(three, e[0]));
   ZE_OK(zeEventHostSynchronize(e[2], UINT64_MAX));
@@ -317,6 +329,41 @@ TEST_F(ze_test_driver, barrier_wait_on_events_signal_and_reset_commands) {
   ZE_OK(zeCommandListDestroy(one));
   ZE_OK(zeCommandListDestroy(two));
   ZE_OK(zeCommandListDestroy(three));
+  ZE_OK(zeMemFree(context_, cell));
+}
+
+// Reorder mode (SP_ZE_TEST_DRIVER_REORDER, the set_reorder hook): two commands of one list that
+// nothing orders run in reverse; a barrier between them keeps their order; without the mode
+// they run in append order. The worker is held at a wait on a gate event until both copies are
+// queued, so it takes them together.
+TEST_F(ze_test_driver, reorder_mode_reverses_commands_that_nothing_orders) {
+  struct variant {
+    bool reorder;
+    bool barrier;
+    int expected;  // the value of the copy that ran last
+  };
+  const int first = 1;
+  const int second = 2;
+  auto* cell = static_cast<int*>(alloc_host(sizeof(int)));
+  for (const variant v :
+       {variant{true, false, first}, variant{true, true, second}, variant{false, false, second}}) {
+    hooks_.set_reorder(v.reorder ? 1 : 0);
+    events e(2);
+    ze_event_handle_t gate = e[0];
+    *cell = 0;
+    ze_command_list_handle_t list = make_list();
+    ZE_OK(zeCommandListAppendWaitOnEvents(list, 1, &gate));
+    ZE_OK(zeCommandListAppendMemoryCopy(list, cell, &first, sizeof first, nullptr, 0, nullptr));
+    if (v.barrier) {
+      ZE_OK(zeCommandListAppendBarrier(list, nullptr, 0, nullptr));
+    }
+    ZE_OK(zeCommandListAppendMemoryCopy(list, cell, &second, sizeof second, nullptr, 0, nullptr));
+    ZE_OK(zeCommandListAppendBarrier(list, e[1], 0, nullptr));
+    ZE_OK(zeEventHostSignal(gate));
+    ZE_OK(zeEventHostSynchronize(e[1], UINT64_MAX));
+    EXPECT_EQ(v.expected, *cell) << "reorder " << v.reorder << ", barrier " << v.barrier;
+    ZE_OK(zeCommandListDestroy(list));
+  }
   ZE_OK(zeMemFree(context_, cell));
 }
 
@@ -530,14 +577,37 @@ TEST_F(ze_test_driver, many_threads_append_to_shared_and_own_lists) {
   ZE_OK(zeMemFree(context_, cells));
 }
 
-// A stand-in SPIR-V module: the driver checks the magic number only.
-constexpr std::array<uint32_t, 5> fake_spirv = {0x07230203u, 0x00010200u, 0, 1, 0};
+// A stand-in SPIR-V module: the header, then each name as a word-aligned, NUL-padded string
+// literal, as OpEntryPoint holds it. The driver checks the magic number and finds the kernels
+// the module has by these names.
+std::vector<unsigned char> fake_spirv(const std::vector<std::string>& names) {
+  const std::array<uint32_t, 5> header = {0x07230203u, 0x00010200u, 0, 1, 0};
+  std::vector<unsigned char> bytes(sizeof header);
+  std::memcpy(bytes.data(), header.data(), sizeof header);
+  for (const std::string& name : names) {
+    bytes.insert(bytes.end(), name.begin(), name.end());
+    bytes.resize((bytes.size() / 4 + 1) * 4, 0);  // the NUL, and padding to a word
+  }
+  return bytes;
+}
+
+// Every kernel of kernels.cl, with the f64 ones or without (as built with or without SP_FP64).
+std::vector<std::string> kernel_names(bool fp64) {
+  std::vector<std::string> names;
+  for (const char* type : {"f32", "f64", "i32", "i64", "u32", "u64"}) {
+    if (!fp64 && std::string(type) == "f64") continue;
+    for (const char* k :
+         {"sp_map_unary_", "sp_map_binary_", "sp_reduce_", "sp_scan_tiles_", "sp_scan_add_"})
+      names.push_back(std::string(k) + type);
+  }
+  return names;
+}
 
 class ze_test_driver_kernels : public ze_test_driver {
  protected:
   void SetUp() override {
     ze_test_driver::SetUp();
-    module_ = build("-DSP_FP64 -cl-std=CL1.2");
+    module_ = build(kernel_names(/*fp64=*/true));
     list_ = make_list();
   }
   void TearDown() override {
@@ -546,13 +616,14 @@ class ze_test_driver_kernels : public ze_test_driver {
     ze_test_driver::TearDown();
   }
 
-  static ze_module_handle_t build(const char* flags) {
+  static ze_module_handle_t build(const std::vector<std::string>& names) {
+    const std::vector<unsigned char> spirv = fake_spirv(names);
     ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
                           nullptr,
                           ZE_MODULE_FORMAT_IL_SPIRV,
-                          sizeof fake_spirv,
-                          reinterpret_cast<const uint8_t*>(fake_spirv.data()),
-                          flags,
+                          spirv.size(),
+                          spirv.data(),
+                          "",
                           nullptr};
     ze_module_handle_t m = nullptr;
     ze_module_build_log_handle_t log = nullptr;
@@ -622,11 +693,22 @@ TEST_F(ze_test_driver_kernels, modules_check_the_magic_and_kernels_their_names) 
   ze_kernel_handle_t k = nullptr;
   EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(module_, &unknown, &k));
 
-  // Without SP_FP64 kernels.cl has no f64 kernels.
-  ze_module_handle_t no_fp64 = build("");
+  // A module has the kernels its SPIR-V names: built without SP_FP64, kernels.cl has no f64
+  // kernels; a name must be a whole literal ("sp_map_unary_f3" is not "sp_map_unary_f32").
+  ze_module_handle_t no_fp64 = build(kernel_names(/*fp64=*/false));
   ze_kernel_desc_t f64{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_map_unary_f64"};
   EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(no_fp64, &f64, &k));
+  ze_kernel_desc_t f32{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_map_unary_f32"};
+  ASSERT_EQ(ZE_RESULT_SUCCESS, zeKernelCreate(no_fp64, &f32, &k));
+  ZE_OK(zeKernelDestroy(k));
   ZE_OK(zeModuleDestroy(no_fp64));
+  ze_module_handle_t one = build({"sp_reduce_i64"});
+  ze_kernel_desc_t reduce_f32{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_reduce_f32"};
+  EXPECT_EQ(ZE_RESULT_ERROR_INVALID_KERNEL_NAME, zeKernelCreate(one, &reduce_f32, &k));
+  ze_kernel_desc_t reduce_i64{ZE_STRUCTURE_TYPE_KERNEL_DESC, nullptr, 0, "sp_reduce_i64"};
+  ASSERT_EQ(ZE_RESULT_SUCCESS, zeKernelCreate(one, &reduce_i64, &k));
+  ZE_OK(zeKernelDestroy(k));
+  ZE_OK(zeModuleDestroy(one));
 
   k = kernel("sp_reduce_f32");
   auto props = described<ze_kernel_properties_t>(ZE_STRUCTURE_TYPE_KERNEL_PROPERTIES);

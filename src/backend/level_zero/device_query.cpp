@@ -91,6 +91,12 @@ device_facts query_facts(const driver& d, device_location loc, ze_context_handle
         "zeDeviceGetModuleProperties(device %d)", ordinal);
   f.fp64 = (mod.flags & ZE_DEVICE_MODULE_FLAG_FP64) != 0;
 
+  ze_device_memory_access_properties_t access{};
+  access.stype = ZE_STRUCTURE_TYPE_DEVICE_MEMORY_ACCESS_PROPERTIES;
+  check(d, loc.drv, d.device_get_memory_access_properties(loc.dev, &access),
+        "zeDeviceGetMemoryAccessProperties(device %d)", ordinal);
+  f.shared_system_memory = access.sharedSystemAllocCapabilities != 0;
+
   ze_device_compute_properties_t compute{};
   compute.stype = ZE_STRUCTURE_TYPE_DEVICE_COMPUTE_PROPERTIES;
   check(d, loc.drv, d.device_get_compute_properties(loc.dev, &compute),

@@ -49,6 +49,9 @@ struct device_facts {
   bool fp64 = false;                 ///< ZE_DEVICE_MODULE_FLAG_FP64: the f64 kernels run
   std::size_t group_size = preferred_group_size;  ///< lowered to the device's limits
   std::size_t vm_granule = 0;                     ///< 0: no virtual memory
+  /// sharedSystemAllocCapabilities is not 0: the device may access pageable (system) memory, so a
+  /// copy may write the caller's pageable memory directly. Without it downloads are staged.
+  bool shared_system_memory = false;
 };
 
 /// The facts of the device at `loc`, as seen from context `ctx` (virtual memory's page size is

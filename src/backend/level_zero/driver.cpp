@@ -48,6 +48,8 @@ loaded load_once() {
               d.device_get_command_queue_group_properties, l.why) &&
       resolve(lib, "zeDeviceGetModuleProperties", d.device_get_module_properties, l.why) &&
       resolve(lib, "zeDeviceGetComputeProperties", d.device_get_compute_properties, l.why) &&
+      resolve(lib, "zeDeviceGetMemoryAccessProperties", d.device_get_memory_access_properties,
+              l.why) &&
       resolve(lib, "zeContextCreate", d.context_create, l.why) &&
       resolve(lib, "zeContextDestroy", d.context_destroy, l.why) &&
       resolve(lib, "zeCommandListCreateImmediate", d.command_list_create_immediate, l.why) &&

@@ -30,6 +30,7 @@ struct driver {
   decltype(&::zeDeviceGetCommandQueueGroupProperties) device_get_command_queue_group_properties;
   decltype(&::zeDeviceGetModuleProperties) device_get_module_properties;
   decltype(&::zeDeviceGetComputeProperties) device_get_compute_properties;
+  decltype(&::zeDeviceGetMemoryAccessProperties) device_get_memory_access_properties;
   decltype(&::zeContextCreate) context_create;
   decltype(&::zeContextDestroy) context_destroy;
   decltype(&::zeCommandListCreateImmediate) command_list_create_immediate;

@@ -10,9 +10,15 @@ namespace streampool::detail::ze {
 ze_module_handle_t create_kernel_module(const driver& d, ze_driver_handle_t drv,
                                         ze_context_handle_t ctx, ze_device_handle_t dev,
                                         const spirv_module& spirv, bool fp64, int ordinal) {
-  const ze_module_desc_t desc{
-      ZE_STRUCTURE_TYPE_MODULE_DESC, nullptr, ZE_MODULE_FORMAT_IL_SPIRV, spirv.size, spirv.data,
-      fp64 ? "-DSP_FP64" : "",       nullptr};
+  // No build flags: the two modules differ in their SPIR-V (compiled with and without SP_FP64),
+  // and a driver may ignore or reject a -D for SPIR-V input.
+  const ze_module_desc_t desc{ZE_STRUCTURE_TYPE_MODULE_DESC,
+                              nullptr,
+                              ZE_MODULE_FORMAT_IL_SPIRV,
+                              spirv.size,
+                              spirv.data,
+                              "",
+                              nullptr};
   ze_module_handle_t m = nullptr;
   ze_module_build_log_handle_t log = nullptr;
   const ze_result_t r = d.module_create(ctx, dev, &desc, &m, &log);

@@ -8,11 +8,10 @@
 
 namespace streampool::detail::ze {
 
-/// zeModuleCreate of `spirv` (the fp64 variant when `fp64`) on `dev` in `ctx`. The build flags
-/// name the macro the SPIR-V was compiled with (-DSP_FP64 for the fp64 variant): a driver that
-/// compiles SPIR-V ignores a flag it does not support (the specification says so), and one that
-/// cannot look inside the module (the test driver, which emulates kernels.cl by name) learns from
-/// it which variant it has (kernels.cl's integer sqrt differs between them too).
+/// zeModuleCreate of `spirv` (the fp64 variant when `fp64`; only for messages) on `dev` in `ctx`,
+/// with no build flags: the variants differ in their SPIR-V, which was compiled with or without
+/// SP_FP64, and a driver may ignore or reject a -D for SPIR-V input. (The test driver tells the
+/// variants apart by the kernel names the module holds.)
 /// @throws backend_error naming the call and quoting the module's build log when it fails.
 [[nodiscard]] ze_module_handle_t create_kernel_module(const driver& d, ze_driver_handle_t drv,
                                                       ze_context_handle_t ctx,

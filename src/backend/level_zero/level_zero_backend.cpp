@@ -18,14 +18,19 @@
 //               the waits are handed back to the event registry (its reuse rule, condition 2) and
 //               the memory is freed. Batches complete in order, so only the oldest is queried.
 //   staging     host memory of the context (zeMemAllocHost) that an upload from pageable memory
-//               is copied into before submit returns; freed with its batch, after the copy.
+//               is copied into before submit returns, or that a download to pageable memory
+//               lands in on a device without shared system allocation support (submit then
+//               waits for it and copies it to dst); freed with its batch, after the copy.
 //   scratch     a queue's device buffer for the kernel plan's partials (reduce, scans); safe to
 //               share between the queue's kernels because they run in order. When it grows, the
 //               old one is freed with the current batch.
 //
 // Locks: a queue's mu guards its command list (appends are not thread-safe in Level Zero) and its
-// fields; queues_mu_ guards the set of queues; module_mu_ the module. Order: queues_mu_ (only to
-// poll other queues, with try_lock), then a queue's mu, then the event registry's own lock.
+// fields; queues_mu_ guards the set of queues; module_mu_ the module. Order: a queue's mu, then
+// queues_mu_ (take_event, with the queue's mu held, polls the other queues), then other queues'
+// mu, only ever with try_lock; the event registry's own lock is innermost. Deadlock-free because
+// a thread never blocks on a queue's mu while holding queues_mu_ or another queue's mu (see
+// do_destroy_queue).
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -64,12 +69,17 @@ constexpr std::size_t max_map_groups = 4096;
 /// (bound_open_batch).
 constexpr std::size_t max_open_batch = 256;
 
+/// Bytes of memory (old scratch buffers, staging) a queue's open batch may keep alive before the
+/// backend closes it itself (bound_open_batch): 64 MiB.
+constexpr std::size_t max_open_batch_bytes = std::size_t{64} << 20;
+
 /// One queue (native_queue points to it).
 struct ze_queue {
   struct batch {
     event_slot* proof = nullptr;
     std::vector<event_slot*> waits;
     std::vector<void*> memory;           // zeMemAlloc* memory, zeMemFree'd
+    std::size_t memory_bytes = 0;        // the size of `memory`, in bytes
     std::deque<std::uint64_t> patterns;  // fill patterns (their addresses were appended)
   };
 
@@ -80,7 +90,8 @@ struct ze_queue {
   std::deque<batch> closed;    ///< oldest first
   /// Kernels by entry and dtype, created on first use: each queue sets arguments on its own
   /// kernel objects, under mu, so concurrent queues never share argument state.
-  std::array<std::array<ze_kernel_handle_t, 6>, 5> kernels{};
+  std::array<std::array<ze_kernel_handle_t, detail::kernel_dtype_count>, detail::kernel_entry_count>
+      kernels{};
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
 
@@ -282,6 +293,11 @@ class level_zero_backend final : public backend {
 
   void do_destroy_queue(native_queue nq) noexcept override {
     ze_queue* q = as_queue(nq);
+    // Lock order (top of file): a queue's mu, then queues_mu_, then other queues' mu by try_lock
+    // only. Here queues_mu_ is taken while holding no queue's mu and released before q->mu is
+    // taken, so it never waits in the reverse order. Once q is out of queues_ (under queues_mu_,
+    // which a polling take_event holds for as long as it may hold q->mu by try_lock), no other
+    // thread can reach q, and deleting it below is safe.
     {
       std::lock_guard<std::mutex> lk(queues_mu_);
       queues_.erase(std::find(queues_.begin(), queues_.end(), q));
@@ -310,6 +326,7 @@ class level_zero_backend final : public backend {
     b.waits.clear();
     for (void* m : b.memory) report_teardown(d_.mem_free(ctx_, m), "zeMemFree");
     b.memory.clear();
+    b.memory_bytes = 0;
     b.patterns.clear();
     if (b.proof != nullptr) events_->remove_ref(b.proof);
     b.proof = nullptr;
@@ -358,20 +375,32 @@ class level_zero_backend final : public backend {
   /// counts as released at once). Caller holds q->mu.
   event_slot* signal_locked(ze_queue* q, bool internal) {
     event_slot* s = take_event(q);
+    const ze_result_t r = close_batch(q, s, internal);
+    ze::check(d_, drv_, r, "zeCommandListAppendBarrier (signal) on device %d", ordinal_);
+    return s;
+  }
+
+  /// Appends a barrier that signals `s` (taken with take_event before anything was appended)
+  /// after everything in q, closing q's open batch with it when the batch holds anything. Never
+  /// throws, so that a submit whose command is already appended does not fail: on an error, `s`
+  /// is released and the open batch stays open (its waits and memory go with the next proof, or
+  /// with the queue), and the error is returned. `internal`: as for signal_locked. Caller holds
+  /// q->mu.
+  ze_result_t close_batch(ze_queue* q, event_slot* s, bool internal) noexcept {
     const bool close = !q->open_is_empty();
     if (close) {
       try {
         q->closed.emplace_back();
       } catch (...) {
         events_->release(s);
-        throw;
+        return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;
       }
     }
     const ze_result_t r = d_.command_list_append_barrier(q->cl, s->event, 0, nullptr);
     if (r != ZE_RESULT_SUCCESS) {
       if (close) q->closed.pop_back();
       events_->release(s);
-      ze::check(d_, drv_, r, "zeCommandListAppendBarrier (signal) on device %d", ordinal_);
+      return r;
     }
     q->needs_barrier = false;
     if (close) {
@@ -381,18 +410,37 @@ class level_zero_backend final : public backend {
       b.proof = s;
       b.waits.swap(q->open.waits);
       b.memory.swap(q->open.memory);
+      std::swap(b.memory_bytes, q->open.memory_bytes);
       b.patterns.swap(q->open.patterns);
     }
     if (internal) events_->release(s);
-    return s;
+    return ZE_RESULT_SUCCESS;
   }
 
-  /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries: a queue
-  /// that nobody records markers on (the pool records them lazily) must still hand back the
-  /// events it waited on and the fill patterns it keeps. Caller holds q->mu.
-  void bound_open_batch(ze_queue* q) {
-    if (q->open.waits.size() + q->open.patterns.size() >= max_open_batch)
-      (void)signal_locked(q, /*internal=*/true);
+  /// Closes q's open batch with an internal proof after a command that was already appended:
+  /// never throws. On failure the batch stays open, to be closed by a later proof.
+  void close_batch_after_append(ze_queue* q, event_slot* s) noexcept {
+    const ze_result_t r = close_batch(q, s, /*internal=*/true);
+    if (r != ZE_RESULT_SUCCESS) report_teardown(r, "zeCommandListAppendBarrier (batch proof)");
+  }
+
+  /// Closes q's open batch with an internal proof once it holds `max_open_batch` entries or
+  /// `max_open_batch_bytes` of memory: a queue that nobody records markers on (the pool records
+  /// them lazily) must still hand back the events it waited on, the fill patterns and the old
+  /// scratch buffers it keeps. Called after a command was appended, so it never throws: when no
+  /// event can be had, the batch stays open and the next command tries again. Caller holds q->mu.
+  void bound_open_batch(ze_queue* q) noexcept {
+    if (q->open.waits.size() + q->open.patterns.size() < max_open_batch &&
+        q->open.memory_bytes < max_open_batch_bytes)
+      return;
+    event_slot* s = nullptr;
+    try {
+      s = take_event(q);
+    } catch (...) {
+      report_teardown(ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY, "an event for a batch proof");
+      return;
+    }
+    close_batch_after_append(q, s);
   }
 
   native_marker do_record(native_queue nq) override {
@@ -458,6 +506,7 @@ class level_zero_backend final : public backend {
               "zeMemAllocHost(%zu bytes of staging) on device %d", bytes, ordinal_);
     if (src != nullptr) std::memcpy(buf, src, bytes);
     q->open.memory.push_back(buf);
+    q->open.memory_bytes += bytes;
     return buf;
   }
 
@@ -488,14 +537,56 @@ class level_zero_backend final : public backend {
       // Pageable source: the contract lets the caller reuse it when submit returns, so it is
       // copied into staging now and the device copies from there. The batch closed right after
       // frees the staging once the copy has run, and bounds what uploads keep alive.
-      void* buf = stage(q, c.src, c.bytes);
-      append_copy(q, c.dst, buf, c.bytes);
-      (void)signal_locked(q, /*internal=*/true);
+      // The proof is taken first: nothing that can fail comes after the copy is appended.
+      event_slot* proof = take_event(q);
+      try {
+        void* buf = stage(q, c.src, c.bytes);
+        append_copy(q, c.dst, buf, c.bytes);
+      } catch (...) {
+        events_->release(proof);
+        throw;
+      }
+      close_batch_after_append(q, proof);
       return;
     }
-    // Device to device, or to pageable host memory: drivers accept system memory as a copy's
-    // destination (the caller waits on a later marker before reading it).
+    if (c.dst_is_host && !facts_.shared_system_memory) {
+      submit_download_staged(q, c);
+      return;
+    }
+    // Device to device, or to pageable host memory on a device that reports shared system
+    // allocation support (it may access system memory, so a copy may write it; the caller waits
+    // on a later marker before reading it).
     append_copy(q, c.dst, c.src, c.bytes);
+  }
+
+  /// A download to pageable memory on a device without shared system allocation support: the
+  /// device may not write pageable memory, so it copies into staging (zeMemAllocHost), and the
+  /// bytes reach dst on the host. Level Zero has no host callback in a command list, so this
+  /// waits on the host until the copy has run (it drains the queue) and then copies: such a
+  /// download blocks submit. The contract ("the caller waits before reading dst") would allow
+  /// deferring the host copy to that wait; this is the simplest correct form.
+  void submit_download_staged(ze_queue* q, const copy_command& c) {
+    event_slot* s = take_event(q);  // first, as for an upload
+    void* buf = nullptr;
+    try {
+      buf = stage(q, nullptr, c.bytes);
+      append_copy(q, buf, c.src, c.bytes);
+    } catch (...) {
+      events_->release(s);
+      throw;
+    }
+    // Should the proof fail, the copy into staging still runs, but dst is untouched and the
+    // staging stays with the open batch: the failed submit leaves nothing the caller can see.
+    ze::check(d_, drv_, close_batch(q, s, /*internal=*/false),
+              "zeCommandListAppendBarrier (staged download) on device %d", ordinal_);
+    const ze_result_t r =
+        d_.event_host_synchronize(s->event, std::numeric_limits<std::uint64_t>::max());
+    events_->release(s);
+    ze::check(d_, drv_, r, "zeEventHostSynchronize (staged download) on device %d", ordinal_);
+    // The batch that owns buf is closed and signalled, but only collect frees it, and only this
+    // thread (holding q->mu) collects q.
+    std::memcpy(c.dst, buf, c.bytes);
+    collect(q);
   }
 
   void submit_fill(ze_queue* q, const fill_command& f) {
@@ -504,11 +595,17 @@ class level_zero_backend final : public backend {
     const std::size_t bytes = f.count * f.element_size;
     if (f.element_size > facts_.max_fill_pattern) {
       // The queue group cannot fill with a pattern this wide: expand it in staging and copy.
-      auto* buf = static_cast<unsigned char*>(stage(q, nullptr, bytes));
-      for (std::size_t i = 0; i < f.count; ++i)
-        std::memcpy(buf + i * f.element_size, &f.pattern, f.element_size);
-      append_copy(q, f.dst, buf, bytes);
-      (void)signal_locked(q, /*internal=*/true);
+      event_slot* proof = take_event(q);  // first, as for an upload
+      try {
+        auto* buf = static_cast<unsigned char*>(stage(q, nullptr, bytes));
+        for (std::size_t i = 0; i < f.count; ++i)
+          std::memcpy(buf + i * f.element_size, &f.pattern, f.element_size);
+        append_copy(q, f.dst, buf, bytes);
+      } catch (...) {
+        events_->release(proof);
+        throw;
+      }
+      close_batch_after_append(q, proof);
       return;
     }
     // The pattern lives in the open batch until the fill has run: the 1.4 specification does
@@ -535,19 +632,26 @@ class level_zero_backend final : public backend {
     const detail::kernel_plan plan =
         detail::make_kernel_plan(k, shape, q->scratch, q->scratch_bytes);
     for (const detail::kernel_launch& l : plan.launches) append_launch(q, module, l, k);
+    bound_open_batch(q);  // old scratch buffers
   }
 
   /// Replaces q's scratch with one of at least `need` bytes; the old one is freed with the open
-  /// batch (kernels appended before may still use it).
+  /// batch (kernels appended before may still use it). It grows to at least twice its size, as
+  /// the OpenCL backend's does, so that a queue whose kernels grow step by step replaces it
+  /// O(log n) times, and the old buffers the open batch keeps add up to less than the current one.
   void grow_scratch(ze_queue* q, std::size_t need) {
+    const std::size_t want = std::max(need, 2 * q->scratch_bytes);
     const std::size_t bytes =
-        (need + allocation_granularity - 1) / allocation_granularity * allocation_granularity;
+        (want + allocation_granularity - 1) / allocation_granularity * allocation_granularity;
     q->open.memory.reserve(q->open.memory.size() + 1);
     const ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
     void* p = nullptr;
     ze::check(d_, drv_, d_.mem_alloc_device(ctx_, &desc, bytes, 128, dev_, &p),
               "zeMemAllocDevice(%zu bytes of kernel scratch) on device %d", bytes, ordinal_);
-    if (q->scratch != nullptr) q->open.memory.push_back(q->scratch);
+    if (q->scratch != nullptr) {
+      q->open.memory.push_back(q->scratch);
+      q->open.memory_bytes += q->scratch_bytes;
+    }
     q->scratch = p;
     q->scratch_bytes = bytes;
   }

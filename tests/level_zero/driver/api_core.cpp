@@ -5,6 +5,7 @@
 
 #include "api.hpp"
 #include "memory.hpp"
+#include "settings.hpp"
 
 namespace streampool::ze_test_driver::api {
 namespace {
@@ -211,7 +212,9 @@ device_get_memory_access_properties(ze_device_handle_t d, ze_device_memory_acces
   p->deviceAllocCapabilities = all;
   p->sharedSingleDeviceAllocCapabilities = all;
   p->sharedCrossDeviceAllocCapabilities = 0;
-  p->sharedSystemAllocCapabilities = 0;
+  // None by default, so that the backend stages downloads to pageable memory (as a device without
+  // it needs); SP_ZE_TEST_DRIVER_SHARED_SYSTEM=1 reports it (its memory is host memory anyway).
+  p->sharedSystemAllocCapabilities = config().shared_system.load() ? all : 0;
   return ZE_RESULT_SUCCESS;
 }
 

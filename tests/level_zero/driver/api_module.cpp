@@ -1,5 +1,6 @@
-// Modules, build logs and kernels. The SPIR-V is checked for its magic number only; kernels are
-// found by name among the emulations (kernel_emulator.hpp).
+// Modules, build logs and kernels. The SPIR-V is checked for its magic number, and the module has
+// the emulated kernels (kernel_emulator.hpp) whose names it holds as string literals; build flags
+// are ignored (a real driver may ignore or reject a -D for SPIR-V input).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -52,9 +53,8 @@ ze_result_t ZE_APICALL module_create(ze_context_handle_t, ze_device_handle_t,
     return ZE_RESULT_ERROR_INVALID_NATIVE_BINARY;
   }
   auto* created = new module;
-  if (desc->pBuildFlags != nullptr) {
-    created->build_flags = desc->pBuildFlags;
-  }
+  created->kernels =
+      module_kernels(static_cast<const unsigned char*>(desc->pInputModule), desc->inputSize);
   *m = to_handle(created);
   return ZE_RESULT_SUCCESS;
 }
@@ -77,11 +77,11 @@ ze_result_t ZE_APICALL module_build_log_get_string(ze_module_build_log_handle_t 
 ze_result_t ZE_APICALL kernel_create(ze_module_handle_t m, const ze_kernel_desc_t* desc,
                                      ze_kernel_handle_t* k) {
   const kernel_def* def = desc->pKernelName == nullptr ? nullptr : find_kernel(desc->pKernelName);
-  const bool fp64 = from_handle(m)->defines_fp64();
-  if (def == nullptr || (def->needs_fp64 && !fp64)) {
-    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;  // as kernels.cl built without SP_FP64 would
+  const module* mod = from_handle(m);
+  if (def == nullptr || !mod->has(def)) {
+    return ZE_RESULT_ERROR_INVALID_KERNEL_NAME;  // not in the module's SPIR-V
   }
-  *k = to_handle(new kernel(def, fp64));
+  *k = to_handle(new kernel(def, mod->defines_fp64()));
   return ZE_RESULT_SUCCESS;
 }
 

@@ -1,5 +1,6 @@
 #include "command_list.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -73,30 +74,44 @@ void command_list::delay() {
 }
 
 void command_list::run() {
+  std::vector<command> taken;
   for (;;) {
-    command c{};
+    taken.clear();
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) {
         return;  // stopping, and drained
       }
-      c = std::move(queue_.front());
+      taken.push_back(std::move(queue_.front()));
       queue_.pop_front();
+      if (config().reorder.load() && unordered(taken.front())) {
+        while (!queue_.empty() && unordered(queue_.front())) {
+          taken.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+        }
+        std::reverse(taken.begin(), taken.end());
+      }
     }
-    for (auto& [e, ticket] : c.waits) {
-      e->pass_wait(ticket);
+    for (command& c : taken) {
+      execute(c);
     }
-    delay();
-    if (c.reset != nullptr) {
-      c.reset->reset({"zeCommandListAppendEventReset", id_, c.number});
-    }
-    if (c.body) {
-      c.body();
-    }
-    if (c.signal != nullptr) {
-      c.signal->signal({"a command's signal event", id_, c.number});
-    }
+  }
+}
+
+void command_list::execute(command& c) {
+  for (auto& [e, ticket] : c.waits) {
+    e->pass_wait(ticket);
+  }
+  delay();
+  if (c.reset != nullptr) {
+    c.reset->reset({"zeCommandListAppendEventReset", id_, c.number});
+  }
+  if (c.body) {
+    c.body();
+  }
+  if (c.signal != nullptr) {
+    c.signal->signal({"a command's signal event", id_, c.number});
   }
 }
 

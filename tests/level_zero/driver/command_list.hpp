@@ -1,9 +1,13 @@
-// An immediate command list: one worker thread that executes appended commands asynchronously and
-// strictly in append order.
+// An immediate command list: one worker thread that executes appended commands asynchronously, in
+// append order unless reorder mode is on.
 //
-// This driver executes in order; a real device may overlap commands of one immediate list unless
-// they are ordered by events or barriers. Ordering *within* a list is therefore not tested here;
-// ordering *between* lists is, and SP_ZE_TEST_DRIVER_DELAY_US makes lists really overlap.
+// A real device may overlap or reorder commands of one immediate list unless they are ordered by
+// events or barriers. In reorder mode (SP_ZE_TEST_DRIVER_REORDER=1 or the set_reorder hook) the
+// worker, each time it takes work, takes every queued command up to the next one that orders
+// (a barrier, a wait, a command with a signal event or an event reset) and runs that run in
+// reverse order; delay injection (SP_ZE_TEST_DRIVER_DELAY_US) lets such runs accumulate. So a
+// program that relies on append order without barriers fails there. Ordering *between* lists is
+// tested always, and delay injection makes lists really overlap.
 //
 // A command is: its wait list (each wait registered with its event at append time, see
 // event.hpp), a body (copy, fill, kernel, or nothing), and an optional signal event. The worker
@@ -53,7 +57,13 @@ class command_list {
   };
 
   void run();
+  void execute(command& c);
   void delay();
+  /// Reorder mode may move c: a body with no waits, signal or reset (a copy, fill or launch that
+  /// nothing in the list orders against its neighbours).
+  [[nodiscard]] static bool unordered(const command& c) noexcept {
+    return c.body && c.waits.empty() && c.signal == nullptr && c.reset == nullptr;
+  }
 
   const std::uint64_t id_;
   std::mt19937_64 rng_;  // worker only

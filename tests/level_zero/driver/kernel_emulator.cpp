@@ -311,6 +311,26 @@ const std::array<std::array<kernel_def, 5>, 6> all_kernels = {
 
 }  // namespace
 
+std::vector<const kernel_def*> module_kernels(const unsigned char* spirv, std::size_t bytes) {
+  const std::string_view text(reinterpret_cast<const char*>(spirv), bytes);
+  std::vector<const kernel_def*> found;
+  for (const auto& per_type : all_kernels) {
+    for (const kernel_def& def : per_type) {
+      const std::string_view name(def.name);
+      // A literal starts a word and ends with a NUL: "sp_map_unary_f32" is not found inside
+      // another name that ends with it.
+      for (std::size_t at = text.find(name); at != std::string_view::npos;
+           at = text.find(name, at + 1)) {
+        if (at % 4 == 0 && at + name.size() < text.size() && text[at + name.size()] == '\0') {
+          found.push_back(&def);
+          break;
+        }
+      }
+    }
+  }
+  return found;
+}
+
 const kernel_def* find_kernel(std::string_view name) noexcept {
   for (const auto& per_type : all_kernels) {
     for (const kernel_def& def : per_type) {

@@ -1,11 +1,13 @@
-// Modules and kernels. A module remembers its build flags (macros may select kernels' types); a
-// kernel is a named emulation (kernel_emulator.hpp) with its argument values and group size.
+// Modules and kernels. A module knows which emulated kernels it has (their names are in its
+// SPIR-V); a kernel is a named emulation (kernel_emulator.hpp) with its argument values and group
+// size.
 #pragma once
 
 #include <level_zero/ze_api.h>
 
+#include <algorithm>
 #include <mutex>
-#include <string>
+#include <vector>
 
 #include "kernel_emulator.hpp"
 #include "kernel_launch.hpp"
@@ -13,10 +15,16 @@
 namespace streampool::ze_test_driver {
 
 struct module {
-  std::string build_flags;
-  /// kernels.cl's f64 kernels (and its exact integer sqrt) depend on this macro.
+  std::vector<const kernel_def*> kernels;  ///< the emulated kernels named in its SPIR-V
+
+  [[nodiscard]] bool has(const kernel_def* def) const {
+    return std::find(kernels.begin(), kernels.end(), def) != kernels.end();
+  }
+  /// Built from kernels.cl with SP_FP64: it has f64 kernels. Its integer sqrt then goes through
+  /// double (kernels.cl's SP_INT_SQRT), so the emulation must know.
   [[nodiscard]] bool defines_fp64() const {
-    return build_flags.find("-DSP_FP64") != std::string::npos;
+    return std::any_of(kernels.begin(), kernels.end(),
+                       [](const kernel_def* d) { return d->needs_fp64; });
   }
 };
 

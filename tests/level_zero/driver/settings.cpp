@@ -23,6 +23,8 @@ settings& config() noexcept {
     s->delay_us = static_cast<unsigned>(env_number("SP_ZE_TEST_DRIVER_DELAY_US", 0));
     s->seed = env_number("SP_ZE_TEST_DRIVER_SEED", 1);
     s->capacity = static_cast<std::size_t>(env_number("SP_ZE_TEST_DRIVER_CAPACITY", 0));
+    s->reorder = env_number("SP_ZE_TEST_DRIVER_REORDER", 0) != 0;
+    s->shared_system = env_number("SP_ZE_TEST_DRIVER_SHARED_SYSTEM", 0) != 0;
     return s;
   }();
   return *instance;

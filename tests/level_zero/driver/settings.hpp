@@ -13,6 +13,9 @@ struct settings {
   std::atomic<unsigned> delay_us{0};
   std::atomic<std::uint64_t> seed{1};
   std::atomic<std::size_t> capacity{0};  ///< 0 = unlimited
+  std::atomic<bool> reorder{false};      ///< command_list: run unordered runs in reverse
+  /// zeDeviceGetMemoryAccessProperties reports shared system allocation support (default: none)
+  std::atomic<bool> shared_system{false};
 };
 
 /// The process-wide settings, read from the environment on first use.

@@ -48,4 +48,8 @@ __attribute__((visibility("default"))) void sp_ze_test_driver_set_abort_on_viola
   config().abort_on_violation = abort_on_violation != 0;
 }
 
+__attribute__((visibility("default"))) void sp_ze_test_driver_set_reorder(int reorder) {
+  config().reorder = reorder != 0;
+}
+
 }  // extern "C"

@@ -12,6 +12,12 @@
  *   SP_ZE_TEST_DRIVER_CAPACITY=BYTES        device capacity: allocations and physical memory
  *                                           beyond it fail with ..._OUT_OF_DEVICE_MEMORY
  *                                           (default 0 = unlimited)
+ *   SP_ZE_TEST_DRIVER_REORDER=1             reorder mode: the worker of a command list runs each
+ *                                           run of consecutive commands that nothing orders (no
+ *                                           barrier, wait, signal or reset between or on them)
+ *                                           in reverse append order (driver/README.md)
+ *   SP_ZE_TEST_DRIVER_SHARED_SYSTEM=1       report shared system allocation support
+ *                                           (default: none, so downloads are staged)
  */
 #ifndef STREAMPOOL_TESTS_LEVEL_ZERO_DRIVER_TEST_HOOKS_H
 #define STREAMPOOL_TESTS_LEVEL_ZERO_DRIVER_TEST_HOOKS_H
@@ -38,6 +44,9 @@ typedef void (*sp_ze_test_driver_set_delay_us_fn)(unsigned delay_us);
 /* Whether a violation aborts the process (nonzero: abort); overrides
  * SP_ZE_TEST_DRIVER_ABORT_ON_VIOLATION. */
 typedef void (*sp_ze_test_driver_set_abort_on_violation_fn)(int abort_on_violation);
+/* Turns reorder mode on (nonzero) or off for commands taken from now on; overrides
+ * SP_ZE_TEST_DRIVER_REORDER. */
+typedef void (*sp_ze_test_driver_set_reorder_fn)(int reorder);
 
 #ifdef __cplusplus
 }
