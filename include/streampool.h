@@ -170,7 +170,8 @@ SP_API sp_status_t sp_level_zero_device_count(int* count);
 SP_API sp_status_t sp_device_destroy(sp_device_t device);
 /** A process-unique id, as used in error messages. */
 SP_API sp_status_t sp_device_id(sp_device_t device, uint64_t* id);
-/** The backend's name ("host", "cuda", "opencl", "level_zero"); valid while the device's state lives. */
+/** The backend's name ("host", "cuda", "opencl", "level_zero"); valid while the device's state
+ * lives. */
 SP_API sp_status_t sp_device_backend_name(sp_device_t device, const char** name);
 /** Host backend in checking mode: how many ordering violations were seen (0 for other backends),
  *  and the text of one (the string stays valid until the next call on this thread). */
