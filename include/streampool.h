@@ -191,6 +191,13 @@ SP_API sp_status_t sp_stream_create(sp_device_t device, sp_stream_t* stream);
 SP_API sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t* stream);
 /** Waits for the stream's work, retires it and (unless wrapped) destroys its queue. */
 SP_API sp_status_t sp_stream_destroy(sp_stream_t stream);
+/** Ends `stream` without waiting for its work (sp_stream_destroy waits). For a wrapped native
+ *  stream that its owner is about to destroy: records a last marker on it and never touches it
+ *  again, so the owner may destroy it as soon as this returns. Memory the stream used is reused
+ *  elsewhere only after that marker. A stream streampool created is destroyed as by
+ *  sp_stream_destroy (it waits: its queue can only be destroyed idle). The handle is gone either
+ *  way. */
+SP_API sp_status_t sp_stream_release(sp_stream_t stream);
 /** Blocks until all work submitted so far has completed. */
 SP_API sp_status_t sp_stream_synchronize(sp_stream_t stream);
 /** Makes `waiter` wait, on the device, for all work submitted so far to `other`. */
@@ -324,6 +331,15 @@ SP_API sp_status_t sp_pool_allocate_native(sp_pool_t pool, size_t size, void* na
 SP_API sp_status_t sp_pool_deallocate_native(sp_pool_t pool, void* ptr, void* native_stream);
 /** Like sp_pool_record_use, for a native stream. */
 SP_API sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* native_stream);
+/** native_stream, a handle given to the *_native calls, the PyTorch plug-in or
+ *  sp_memory_acquire_native on `device`, is about to be destroyed by its owner (CuPy destroys its
+ *  streams in a finalizer, without waiting): streampool records a last marker on it, forgets its
+ *  wrapper and never touches the handle again. It does not wait. The owner may destroy the stream
+ *  as soon as this returns, and the handle's value may then name a new stream. Memory the stream
+ *  used waits for that marker. `released` (may be NULL): 1, or 0 when streampool did not know the
+ *  handle (nothing to do). CUDA's legacy and per-thread default streams (0, 1, 2) are never
+ *  destroyed: STREAMPOOL_STATUS_INVALID_ARGUMENT. */
+SP_API sp_status_t sp_native_stream_release(sp_device_t device, void* native_stream, int* released);
 
 /* ---- the PyTorch plug-in (docs/torch.md; Python: streampool.torch.enable()) ------------------ */
 
@@ -376,6 +392,24 @@ SP_API sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t byte
  *  use the range in helpers meanwhile. STREAMPOOL_STATUS_INVALID_ARGUMENT when no registered
  *  range starts at ptr. */
 SP_API sp_status_t sp_memory_unregister(void* ptr);
+
+/* Handing memory to other runtimes (DLPack, the CUDA array interface): `ptr` may point anywhere
+ * inside a live allocation of sp_pool_allocate or a registered range; anything else gives
+ * STREAMPOOL_STATUS_INVALID_ARGUMENT naming the function and the pointer. */
+
+/** Orders `stream` after all work streampool knows on the memory containing ptr (device-side
+ *  waits), and records it as a user: later helper work on other streams, the free and
+ *  sp_memory_unregister wait for the work submitted to `stream` up to then. What a consumer of
+ *  DLPack does with the stream it handed to the producer. */
+SP_API sp_status_t sp_memory_acquire(sp_stream_t stream, void* ptr);
+/** The same for a native stream on `device` (DLPack's __dlpack__(stream=...): the consumer's
+ *  stream is ordered after the producer's writes, and the producer's later uses and the free wait
+ *  for what the consumer submits to it). The stream must stay alive until the memory is freed
+ *  or unregistered, or be released first (sp_native_stream_release). */
+SP_API sp_status_t sp_memory_acquire_native(sp_device_t device, void* ptr, void* native_stream);
+/** Waits on the host for all work streampool knows on the memory containing ptr (a consumer
+ *  with no streams: the CPU). */
+SP_API sp_status_t sp_memory_synchronize(void* ptr);
 
 /** Host -> device: returns once `src` has been staged (it may be reused at once). */
 SP_API sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src,

@@ -42,13 +42,13 @@ if has tests; then
   scenarios='Cuda/ScenarioConformance/*'
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
     .gpurun/bin/cuda_conformance_test \
-    --gtest_filter="${scenarios}.OriginArraysDroppedAfter*:${scenarios}.CrossStreamReuseWaitsOnTheDevice"
+    --gtest_filter="${scenarios}.OriginArraysDroppedAfter*:${scenarios}.CrossStreamReuseWaits*"
   run memcheck_vm compute-sanitizer --tool memcheck --error-exitcode 9 \
     .gpurun/bin/cuda_virtual_memory_test
   run racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
     .gpurun/bin/cuda_conformance_test --gtest_filter="${scenarios}.OriginArraysDroppedConcurrently*"
   run fault_scenarios env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
-    .gpurun/bin/cuda_conformance_test --gtest_filter="${scenarios}.CrossStreamReuseWaitsOnTheDevice"
+    .gpurun/bin/cuda_conformance_test --gtest_filter="${scenarios}.CrossStreamReuseWaits*"
   run fault_conformance env LD_LIBRARY_PATH="${root}/.gpurun/faultlib" \
     .gpurun/bin/cuda_conformance_test --gtest_filter="-${scenarios}"
   unset LD_LIBRARY_PATH

@@ -41,6 +41,15 @@ class STREAMPOOL_EXPORT stream {
   /// after both are gone (they are complete).
   static stream wrap(const device& d, native_queue foreign);
 
+  /// Ends the stream now, without waiting for its work: for a wrapped queue that its owner is
+  /// about to destroy (frameworks that destroy streams in a finalizer, without waiting). Records
+  /// a last marker on the queue and never touches the queue again, so the owner may destroy it
+  /// as soon as this returns. Memory freed on the stream goes back to its pools behind that
+  /// marker; tokens on it complete when the marker does. A stream that owns its queue is
+  /// destroyed as by the destructor, which waits (a backend destroys only idle queues). Leaves
+  /// the stream moved-from; nothing happens on one that already is.
+  void release();
+
   stream(stream&&) noexcept;
   stream& operator=(stream&&) noexcept;
   stream(const stream&) = delete;

@@ -7,6 +7,10 @@
 //             when the stream is destroyed the timeline is *retired*: its last work has completed,
 //             every point counts as complete, and it drops the queue. A retired timeline holds no
 //             backend queue, so waiting for a destroyed queue cannot be expressed.
+//   closing   a stream released without waiting (stream::release, for a queue whose owner is
+//             about to destroy it): a last marker was recorded and the queue dropped at once.
+//             That marker covers every point, past and future; when it completes the timeline
+//             is retired. Like a retired one, a closing timeline never touches a queue.
 //   point     a position on a timeline. Point p is complete once all work submitted to the stream
 //             before p was taken has finished. `completed()` only grows.
 //   token     (timeline, point): what a piece of memory has to wait for before reuse. Small,
@@ -104,8 +108,12 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// Called once by the owning stream: waits for all submitted work, then drops the queue and
   /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
   native_queue retire();
+  /// The non-blocking form, for a queue that its owner destroys next (stream::release): records
+  /// a last marker, drops the queue and hands every per-pool cache back with this timeline's
+  /// tokens (the marker decides when the memory is free). Never waits. Returns the queue.
+  native_queue close();
 
-  /// The queue work is submitted on (null once retired).
+  /// The queue work is submitted on (null once retired or closing).
   [[nodiscard]] native_queue queue_for_submit() const noexcept { return queue_; }
   /// The per-pool cache of blocks freed on this timeline (created on first use). Lock-free
   /// lookup for the first pool used with this timeline.
@@ -119,11 +127,14 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
 
   std::shared_ptr<marker> record_locked();
   void advance_locked();
+  /// Drops the queue and takes the per-pool caches out (retire and close); under mu_.
+  std::vector<std::shared_ptr<detail::stream_cache>> drop_queue_locked(native_queue& q);
 
   const std::uint64_t id_;
   const std::shared_ptr<backend> backend_;
-  // The queue, until retire(). Written only under mu_ by retire(); read by the owning stream's
-  // submissions (which never race with retire(): the stream is being destroyed) and under mu_.
+  // The queue, until retire() or close(). Written only under mu_ by them; read by the owning
+  // stream's submissions (which never race with them: the stream is being destroyed) and under
+  // mu_. Null with points pending: closing (the last entry of pending_ covers every point).
   native_queue queue_;
   std::atomic<point> epoch_{1};
   std::atomic<point> completed_{0};

@@ -71,6 +71,22 @@ std::vector<token> known_range::pending_locked(const timeline* except) const {
   return tokens;
 }
 
+void known_range::acquire(stream_ref s) {
+  const std::shared_ptr<timeline>& line = s.timeline_ptr();
+  std::lock_guard lock(mu);
+  for (const token& t : pending_locked(line.get())) s.wait(t);
+  add_user_locked(line);
+}
+
+void known_range::synchronize() {
+  std::vector<token> pending;
+  {
+    std::lock_guard lock(mu);
+    pending = pending_locked(nullptr);
+  }
+  for (const token& t : pending) t.line->wait_host(t.at);
+}
+
 allocation_registry& allocation_registry::instance() {
   // Deliberately leaked: finalisers (a language runtime's, or atexit handlers) may free memory
   // during static destruction.

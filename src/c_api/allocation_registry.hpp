@@ -59,6 +59,11 @@ struct known_range {
   void add_user_locked(const std::shared_ptr<timeline>& line);
   /// Tokens covering all work submitted so far to every user except `except`. Caller holds mu.
   [[nodiscard]] std::vector<token> pending_locked(const timeline* except) const;
+  /// Hands the memory to `s`: s waits (on the device) for every other user's work so far, and
+  /// becomes a user, so that the next user elsewhere and the free wait for s. Takes mu.
+  void acquire(stream_ref s);
+  /// Waits on the host for all work submitted so far by every user. Takes mu (not while waiting).
+  void synchronize();
 };
 
 struct allocation : known_range {

@@ -64,12 +64,7 @@ std::shared_ptr<known_range> checked(sp_stream_t stream, const void* p, std::siz
 
 // Makes `stream` ordered after every other stream's helper work on `r`, and records `stream` as a
 // user of it (so that a later free, or the next helper elsewhere, waits for this work).
-void acquire(sp_stream_t stream, known_range& r) {
-  const auto& line = stream->s.get_timeline();
-  std::lock_guard lock(r.mu);
-  for (const streampool::token& t : r.pending_locked(line.get())) stream->s.ref().wait(t);
-  r.add_user_locked(line);
-}
+void acquire(sp_stream_t stream, known_range& r) { r.acquire(stream->s.ref()); }
 
 void check_args(sp_stream_t stream, const void* dst, const void* src, const char* function) {
   require(stream, function, "stream");

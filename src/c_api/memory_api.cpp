@@ -1,4 +1,5 @@
-// streampool C ABI: foreign memory registered for the copy and fill helpers.
+// streampool C ABI: foreign memory registered for the copy and fill helpers, and memory handed
+// to other runtimes' streams (DLPack and the CUDA array interface).
 //
 // The helpers refuse device pointers they do not know (copy_api.cpp says why). Memory made
 // elsewhere (a framework's tensor, cuMemAlloc, memory of sp_pool_allocate_native) becomes known
@@ -6,10 +7,12 @@
 // registry keeps no ownership: the caller frees the memory, after sp_memory_unregister.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "allocation_registry.hpp"
 #include "handles.hpp"
+#include "native_streams.hpp"
 #include "streampool/error.hpp"
 #include "streampool/timeline.hpp"
 
@@ -20,6 +23,32 @@ using streampool::c_api::known_range;
 using streampool::c_api::require;
 using streampool::detail::format;
 using streampool::detail::format_ptr;
+
+namespace {
+
+// The live allocation or registered range containing ptr, on device `device_id` when given;
+// error{INVALID_ARGUMENT} naming the function and pointer otherwise.
+std::shared_ptr<known_range> known(const void* ptr, std::optional<std::uint64_t> device_id,
+                                   const char* function) {
+  require(ptr, function, "ptr");
+  const std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(ptr);
+  if (r == nullptr) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: %s is not inside a live allocation of sp_pool_allocate "
+                       "nor in memory registered with sp_memory_register",
+                       function, format_ptr(ptr).c_str())};
+  }
+  if (device_id && r->device_id != *device_id) {
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: %s: memory %s is on device %llu, the stream on device %llu", function,
+               format_ptr(r->ptr).c_str(), static_cast<unsigned long long>(r->device_id),
+               static_cast<unsigned long long>(*device_id))};
+  }
+  return r;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -47,16 +76,29 @@ sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t bytes) {
 sp_status_t sp_memory_unregister(void* ptr) {
   return guarded([&] {
     require(ptr, "sp_memory_unregister", "ptr");
-    const std::shared_ptr<known_range> r = allocation_registry::instance().remove_registration(ptr);
     // Helper work on the range may still be queued: wait for it, so that the caller may free the
     // memory as soon as this returns (streams that used it may be destroyed: tokens, not streams).
-    std::vector<streampool::token> pending;
-    {
-      std::lock_guard lock(r->mu);
-      pending = r->pending_locked(nullptr);
-    }
-    for (const streampool::token& t : pending) t.line->wait_host(t.at);
+    allocation_registry::instance().remove_registration(ptr)->synchronize();
   });
+}
+
+sp_status_t sp_memory_acquire(sp_stream_t stream, void* ptr) {
+  return guarded([&] {
+    require(stream, "sp_memory_acquire", "stream");
+    known(ptr, stream->s.get_device().id(), "sp_memory_acquire")->acquire(stream->s.ref());
+  });
+}
+
+sp_status_t sp_memory_acquire_native(sp_device_t device, void* ptr, void* native_stream) {
+  return guarded([&] {
+    require(device, "sp_memory_acquire_native", "device");
+    known(ptr, device->dev.id(), "sp_memory_acquire_native")
+        ->acquire(streampool::c_api::native_stream(device->dev, native_stream));
+  });
+}
+
+sp_status_t sp_memory_synchronize(void* ptr) {
+  return guarded([&] { known(ptr, std::nullopt, "sp_memory_synchronize")->synchronize(); });
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 #include "native_streams.hpp"
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,9 @@ struct registry {
   std::mutex mu;
   std::map<std::pair<std::uint64_t, void*>, std::unique_ptr<stream>> wrapped;
 };
+// Bumped (under the registry's mutex) by every release; per-thread cache entries of an older
+// generation are ignored.
+std::atomic<std::uint64_t> generation{0};
 registry& the_registry() {
   static auto* r = new registry;  // leaked: frees may come from static destructors
   return *r;
@@ -34,13 +38,14 @@ thread_local per_thread_defaults this_thread_defaults;
 struct cache_entry {
   std::uint64_t device_id = 0;
   void* handle = nullptr;
+  std::uint64_t generation = 0;   // of the registry when the wrapper was found
   std::optional<stream_ref> ref;  // empty: an unused entry
 };
 thread_local std::array<cache_entry, 8> cache{};
 thread_local unsigned cache_next = 0;
 
-void remember(std::uint64_t device_id, void* handle, stream_ref s) noexcept {
-  cache[cache_next++ % cache.size()] = {device_id, handle, s};
+void remember(std::uint64_t device_id, void* handle, std::uint64_t gen, stream_ref s) noexcept {
+  cache[cache_next++ % cache.size()] = {device_id, handle, gen, s};
 }
 
 bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
@@ -49,8 +54,10 @@ bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
 
 namespace detail {
 std::optional<stream_ref> lookup_cached(std::uint64_t device_id, void* handle) noexcept {
+  const std::uint64_t now = generation.load(std::memory_order_acquire);
   for (const cache_entry& e : cache) {
-    if (e.ref && e.device_id == device_id && e.handle == handle) return e.ref;
+    if (e.ref && e.device_id == device_id && e.handle == handle && e.generation == now)
+      return e.ref;
   }
   return std::nullopt;
 }
@@ -63,6 +70,8 @@ void* wrappable_queue(const device& d, void* handle) {
 
 stream_ref native_stream(const device& d, void* handle) {
   if (std::optional<stream_ref> cached = detail::lookup_cached(d.id(), handle)) return *cached;
+  // Read before the lookup: a release between the two leaves the entry stale, never wrong.
+  const std::uint64_t gen = generation.load(std::memory_order_acquire);
   std::optional<stream_ref> s;
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
   if (is_cuda(d) && h == cuda_per_thread) {
@@ -88,7 +97,7 @@ stream_ref native_stream(const device& d, void* handle) {
     if (!w) w = std::make_unique<stream>(stream::wrap(d, key));
     s = w->ref();
   }
-  remember(d.id(), handle, *s);
+  remember(d.id(), handle, gen, *s);
   return *s;
 }
 
@@ -108,14 +117,40 @@ std::vector<token> all_native_stream_points(std::uint64_t device_id, const timel
 namespace streampool::c_api {
 
 void synchronize_native_streams(std::uint64_t device_id) {
-  std::vector<stream_ref> all;
+  // Timelines, not stream_refs: a wrapper may be released meanwhile; its timeline then waits
+  // for its last marker.
+  std::vector<token> all;
   {
     registry& r = the_registry();
     std::lock_guard lock(r.mu);
     for (auto& [key, w] : r.wrapped)
-      if (key.first == device_id) all.push_back(w->ref());
+      if (key.first == device_id) all.push_back(w->ref().now());
   }
-  for (stream_ref s : all) s.synchronize();  // wrappers are never destroyed: no lock needed
+  for (const token& t : all) t.line->wait_host(t.at);
+}
+
+bool release_native_stream(const device& d, void* handle) {
+  const auto h = reinterpret_cast<std::uintptr_t>(handle);
+  if (is_cuda(d) && (h == 0 || h == cuda_legacy || h == cuda_per_thread)) {
+    throw logic_error(streampool::detail::format(
+        "native stream %s on device %llu is CUDA's %s default stream, which is never destroyed: "
+        "there is nothing to release",
+        streampool::detail::format_ptr(handle).c_str(), static_cast<unsigned long long>(d.id()),
+        h == cuda_per_thread ? "per-thread" : "legacy"));
+  }
+  std::unique_ptr<stream> w;
+  {
+    registry& r = the_registry();
+    std::lock_guard lock(r.mu);
+    auto it = r.wrapped.find({d.id(), handle});
+    if (it == r.wrapped.end()) return false;
+    w = std::move(it->second);
+    r.wrapped.erase(it);
+    generation.fetch_add(1, std::memory_order_acq_rel);
+  }
+  // Outside the lock: records the last marker on the queue, which is still alive.
+  w->release();
+  return true;
 }
 
 }  // namespace streampool::c_api

@@ -6,13 +6,20 @@
 //                  values are not streams: 0, the legacy default stream, and CU_STREAM_PER_THREAD
 //                  (2), the calling thread's per-thread default stream.
 //   wrapper        a streampool::stream made by stream::wrap around the handle: its timeline is
-//                  what tokens refer to. Wrappers are never destroyed (a framework's streams live
-//                  as long as the process; a wrapper costs a few hundred bytes), except those of
-//                  per-thread default streams, which go with their thread.
+//                  what tokens refer to. A wrapper lives until its handle is released
+//                  (sp_native_stream_release: the framework is about to destroy the stream), or
+//                  for good (PyTorch's streams live as long as the process; a wrapper costs a few
+//                  hundred bytes); those of per-thread default streams go with their thread.
+//   release        the wrapper records a last marker and drops the queue without waiting
+//                  (stream::release), and leaves the registry: the handle may be destroyed at
+//                  once, and its value may come back naming a new stream, which gets a new
+//                  wrapper. Memory the old stream used waits for that marker, never the handle.
 //
 // Lookup: a small per-thread cache of the last handles used (no lock), then one registry under a
-// mutex (first use of a handle on a thread). What stays uncovered: a native stream destroyed while
-// streampool still knows it; its handle must not be used again unless it names a new stream.
+// mutex (first use of a handle on a thread). Each release bumps a generation counter; a cache
+// entry from an older generation is not used (it may name a released wrapper), so a thread never
+// reaches a wrapper after its release. What stays uncovered: a native stream destroyed without a
+// release while streampool still knows it; its handle must not be used again.
 #pragma once
 
 #include <optional>
@@ -44,6 +51,11 @@ template <class GetDevice>
 
 /// Waits on the host for the work submitted so far to every wrapped stream of `device_id`.
 void synchronize_native_streams(std::uint64_t device_id);
+
+/// Releases the wrapper of `handle` on `d` (see glossary); false when there is none. Throws
+/// logic_error for the handles that name no stream of their own (CUDA's legacy and per-thread
+/// default streams), which are never destroyed.
+bool release_native_stream(const device& d, void* handle);
 
 namespace detail {
 /// The stream this thread last found for (device, handle), if it is in the thread's small cache.

@@ -48,6 +48,16 @@ sp_status_t sp_stream_destroy(sp_stream_t stream) {
   });
 }
 
+sp_status_t sp_stream_release(sp_stream_t stream) {
+  return guarded([&] {
+    require(stream, "sp_stream_release", "stream");
+    // A wrapper records a last marker and lets go of the queue without waiting (its owner
+    // destroys it next); memory it used waits for that marker. An owned stream waits.
+    stream->s.release();
+    delete stream;
+  });
+}
+
 sp_status_t sp_stream_synchronize(sp_stream_t stream) {
   return guarded([&] {
     require(stream, "sp_stream_synchronize", "stream");

@@ -23,8 +23,13 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
 
 void pool_state::stream_gone(std::size_t shard) { shards_[shard]->streams.fetch_sub(1); }
 
-void pool_state::take_orphans(std::vector<stream_cache::entry>& entries) {
-  for (auto& e : entries) push_shared(e.owner->size_class, free_chunk{e.p, e.owner, {}});
+void pool_state::take_orphans(std::vector<stream_cache::entry>& entries,
+                              const std::shared_ptr<timeline>& line) {
+  for (auto& e : entries) {
+    token_set tokens;
+    if (line) merge_token(tokens, token{line, e.at});
+    push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
+  }
 }
 
 std::vector<std::shared_ptr<stream_cache>> pool_state::caches() const {

@@ -125,8 +125,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::shared_ptr<stream_cache> make_stream_cache(timeline& line);
   /// Called by stream_cache::orphan: its stream no longer uses its large shard.
   void stream_gone(std::size_t shard);
-  /// Called by stream_cache::orphan: chunks whose tokens are all complete.
-  void take_orphans(std::vector<stream_cache::entry>& entries);
+  /// Called by stream_cache::orphan: chunks freed on a stream that is gone, each with a token on
+  /// `line` when it is closing (stream::release), with none when it retired (line null).
+  void take_orphans(std::vector<stream_cache::entry>& entries,
+                    const std::shared_ptr<timeline>& line);
   /// Adds a stream cache's pending live delta (stream_cache::counted) to the exact counter.
   void add_live(std::int64_t delta) noexcept;
 

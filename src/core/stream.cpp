@@ -53,6 +53,16 @@ stream::~stream() {
   if (state_->owns_queue) state_->dev.get_backend().destroy_queue(q);
 }
 
+void stream::release() {
+  if (!state_) return;
+  if (state_->owns_queue) {
+    stream dying(std::move(*this));  // the destructor: waits, then destroys the queue
+    return;
+  }
+  (void)state_->line->close();  // throws before it changes anything; the queue is its owner's
+  state_.reset();
+}
+
 // One null check: ref() is on the way of every pool call made with a stream, so the conversion
 // is written out (a test and a branch) instead of going through checked_state().
 const detail::stream_state& stream::checked_state() const {

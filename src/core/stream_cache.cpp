@@ -27,7 +27,7 @@ bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeli
   return true;
 }
 
-void stream_cache::orphan() {
+void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
   std::vector<entry> all;
   {
     const std::lock_guard lock(mu_);
@@ -44,7 +44,7 @@ void stream_cache::orphan() {
   if (auto p = pool_.lock()) {
     p->stream_gone(shard_);
     p->add_live(live_delta_.exchange(0, std::memory_order_relaxed));
-    p->take_orphans(all);
+    p->take_orphans(all, line);
   }
 }
 

@@ -14,7 +14,8 @@
 // pool (which walks its caches for statistics, trim and its own destruction). Whichever goes
 // first tells the other through the cache:
 //   orphan()  the timeline retired: its points are all complete, so the entries go back to the
-//             pool's shared lists as free memory with no tokens (if the pool still exists);
+//             pool's shared lists as free memory with no tokens (if the pool still exists); or
+//             it is closing (stream::release): they go back with tokens on it;
 //   detach()  the pool is being destroyed: the entries are dropped (the pool releases the
 //             segments); nothing frees into a pool being destroyed.
 //
@@ -145,7 +146,9 @@ class alignas(64) stream_cache {
     }
   }
 
-  void orphan();
+  /// The timeline is gone: every entry goes to the pool's shared lists, with a token on `line`
+  /// when it is closing (its work may still run), with none when it retired (line null).
+  void orphan(const std::shared_ptr<timeline>& line);
   void detach();
 
   // ---- statistics: read without the lock, except where said ----

@@ -33,6 +33,9 @@ void timeline::advance_locked() {
     point c = completed_.load(std::memory_order_relaxed);
     if (c != retired_point && p > c) completed_.store(p, std::memory_order_release);
   }
+  // Closing, and its last marker (which covers every point) completed: retired.
+  if (pending_.empty() && queue_ == nullptr)
+    completed_.store(retired_point, std::memory_order_release);
 }
 
 bool timeline::poll(point p) {
@@ -49,9 +52,10 @@ std::shared_ptr<marker> timeline::marker_for(point p) {
   if (completed() >= p) return nullptr;
   for (auto& [q, m] : pending_)
     if (q >= p) return m;
-  // No marker covers p yet and p is not complete, so the stream is alive (a retired timeline is
-  // complete at every point): record one on its queue.
-  STREAMPOOL_ASSERT(queue_ != nullptr);
+  // Closing: nothing was submitted after the last marker, so it covers p (later points too).
+  // Not complete and not closing (advance_locked retires a closed timeline whose markers are
+  // all complete): the stream is alive, record a marker on its queue.
+  if (queue_ == nullptr) return pending_.back().second;
   return record_locked();
 }
 
@@ -92,6 +96,16 @@ void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
   (void)record_locked();
 }
 
+std::vector<std::shared_ptr<detail::stream_cache>> timeline::drop_queue_locked(native_queue& q) {
+  q = queue_;
+  queue_ = nullptr;
+  std::vector<std::shared_ptr<detail::stream_cache>> caches;
+  caches.swap(caches_);
+  first_cache_.store(nullptr, std::memory_order_release);
+  first_cache_pool_.store(0, std::memory_order_release);
+  return caches;
+}
+
 native_queue timeline::retire() {
   std::shared_ptr<marker> last;
   {
@@ -105,23 +119,36 @@ native_queue timeline::retire() {
     std::lock_guard lock(mu_);
     completed_.store(retired_point, std::memory_order_release);
     pending_.clear();
-    q = queue_;
-    queue_ = nullptr;
-    caches.swap(caches_);
-    first_cache_.store(nullptr, std::memory_order_release);
-    first_cache_pool_.store(0, std::memory_order_release);
+    caches = drop_queue_locked(q);
   }
   // Every point is complete now, so what the caches hold is free of pending work on this
   // timeline: hand it back to the pools that are still alive.
-  for (auto& c : caches) c->orphan();
+  for (auto& c : caches) c->orphan(nullptr);
+  return q;
+}
+
+native_queue timeline::close() {
+  native_queue q;
+  std::vector<std::shared_ptr<detail::stream_cache>> caches;
+  {
+    std::lock_guard lock(mu_);
+    (void)record_locked();  // the last marker: after everything ever submitted to the queue
+    caches = drop_queue_locked(q);
+    advance_locked();  // retires at once if the queue was idle
+  }
+  // The memory may still be in use on the device: it goes back with a token on this timeline,
+  // which the last marker covers, so reuse elsewhere waits for it (never for the queue).
+  const std::shared_ptr<timeline> self = shared_from_this();
+  for (auto& c : caches) c->orphan(self);
   return q;
 }
 
 detail::stream_cache* timeline::cache_for(detail::pool_state& pool) {
   if (detail::stream_cache* c = first_cache(pool.id())) return c;
   std::lock_guard lock(mu_);
-  STREAMPOOL_EXPECTS(!retired(), detail::format("stream (timeline %llu) is already destroyed",
-                                                static_cast<unsigned long long>(id_)));
+  STREAMPOOL_EXPECTS(queue_ != nullptr,
+                     detail::format("stream (timeline %llu) is already destroyed",
+                                    static_cast<unsigned long long>(id_)));
   for (auto& c : caches_)
     if (c->pool_id() == pool.id()) return c.get();
   auto c = pool.make_stream_cache(*this);

@@ -155,6 +155,62 @@ class ScenarioConformance : public ::testing::Test {
     }
   }
 
+  enum class stream_a { own, wrapper_released };
+
+  // Five trials of: stream A's long work, its last write to a 1 MiB block and the block's free,
+  // then stream B reuses the block at once and writes it. Returns the trials whose read-back
+  // shows anything but B's write. `how`: A owns its queue, or wraps another stream's queue and
+  // is released right after the free.
+  int cross_stream_failures(stream_a how) {
+    const device& d = dev();
+    constexpr std::size_t block = std::size_t{1} << 20;
+    int failures = 0;
+    for (int trial = 0; trial < 5; ++trial) {
+      pool p(d);  // fresh each trial: no free memory but what A frees
+      stream b(d);
+      std::optional<stream> owner;  // the wrapped queue's owner
+      std::optional<stream> a;
+      if (how == stream_a::own) {
+        a.emplace(d);
+      } else {
+        owner.emplace(d);
+        a.emplace(stream::wrap(d, owner->ref().native()));
+      }
+      void* busy = p.allocate(*a, F::busy_bytes);
+      // A holds every other chunk of its 1 MiB slab, so the pool has no other free memory of
+      // this size to give B: it must reuse A's busy block (and wait for it) rather than grow.
+      std::vector<void*> held;
+      for (int i = 0; i < 8; ++i) held.push_back(p.allocate(*a, block));
+      void* x = held.back();
+      held.pop_back();
+      {
+        [[maybe_unused]] typename traits::busy_scope slow;
+        for (int i = 0; i < traits::busy_fills; ++i)
+          fill_bytes(*a, busy, F::busy_bytes, static_cast<std::uint8_t>(i));
+        fill_bytes(*a, x, block, 0xAA);  // A's last write
+        p.deallocate(*a, x);
+        if (how == stream_a::wrapper_released) a->release();
+        const pool_statistics before = p.statistics();
+        void* y = p.allocate(b, block);
+        EXPECT_EQ(y, x) << "expected the busy block to be reused across streams";
+        EXPECT_EQ(p.statistics().waited_reuses, before.waited_reuses + 1);
+        fill_bytes(b, y, block, 0x55);
+      }
+      a.reset();  // destroying an owned A waits for its work: only after B's write
+      owner.reset();
+      p.deallocate(b, busy);
+      const std::vector<std::uint8_t> h = read_bytes(b, x, block);
+      const auto wrong = static_cast<std::size_t>(
+          std::count_if(h.begin(), h.end(), [](std::uint8_t c) { return c != 0x55; }));
+      if (wrong != 0) ++failures;
+      EXPECT_EQ(wrong, 0u) << "trial " << trial << ": stream A's write landed after stream B's";
+      p.deallocate(b, x);
+      for (void* q : held) p.deallocate(b, q);
+      b.synchronize();
+    }
+    return failures;
+  }
+
   std::optional<device> dev_;
   std::optional<typename traits::scenario_scope> scope_;
 };
@@ -176,48 +232,22 @@ TYPED_TEST_P(ScenarioConformance, OriginArraysDroppedConcurrentlyWithTheStream) 
 // as soon as the device is free to run it, A's late write then overwrites it, and the read-back
 // shows it.
 TYPED_TEST_P(ScenarioConformance, CrossStreamReuseWaitsOnTheDevice) {
-  using traits = typename TestFixture::traits;
-  pool p(this->dev());
-  stream a(this->dev()), b(this->dev());
-  constexpr std::size_t block = std::size_t{1} << 20;
-  void* busy = p.allocate(a, TypeParam::busy_bytes);
-  int failures = 0;
-  for (int trial = 0; trial < 5; ++trial) {
-    // A holds every chunk of its 1 MiB slab, so the pool has no other free memory of this size
-    // to give B: it must reuse A's busy block (and wait for it) rather than grow.
-    std::vector<void*> held;
-    for (int i = 0; i < 8; ++i) held.push_back(p.allocate(a, block));
-    void* x = held.back();
-    held.pop_back();
-    {
-      [[maybe_unused]] typename traits::busy_scope slow;
-      for (int i = 0; i < traits::busy_fills; ++i)
-        fill_bytes(a, busy, TypeParam::busy_bytes, static_cast<std::uint8_t>(i));
-      fill_bytes(a, x, block, 0xAA);  // A's last write
-      p.deallocate(a, x);
-      const pool_statistics before = p.statistics();
-      void* y = p.allocate(b, block);
-      ASSERT_EQ(y, x) << "expected the busy block to be reused across streams";
-      EXPECT_EQ(p.statistics().waited_reuses, before.waited_reuses + 1);
-      fill_bytes(b, y, block, 0x55);
-    }
-    a.synchronize();
-    const std::vector<std::uint8_t> h = read_bytes(b, x, block);
-    const auto wrong = static_cast<std::size_t>(
-        std::count_if(h.begin(), h.end(), [](std::uint8_t c) { return c != 0x55; }));
-    if (wrong != 0) ++failures;
-    EXPECT_EQ(wrong, 0u) << "trial " << trial << ": stream A's write landed after stream B's";
-    p.deallocate(b, x);
-    b.synchronize();
-    for (void* q : held) p.deallocate(a, q);
-  }
-  p.deallocate(a, busy);
-  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(this->cross_stream_failures(TestFixture::stream_a::own), 0);
+}
+
+// The same with A a wrapper around another queue, released without waiting (stream::release, as
+// for a CuPy stream about to be destroyed) right after the free: the block leaves A's cache with
+// a token that only the release's last marker covers, and B must wait for that marker. The
+// queue's owner goes after B's write (its destruction waits for A's work, which would hide the
+// bug if it came first).
+TYPED_TEST_P(ScenarioConformance, CrossStreamReuseWaitsForAReleasedWrapper) {
+  EXPECT_EQ(this->cross_stream_failures(TestFixture::stream_a::wrapper_released), 0);
 }
 
 REGISTER_TYPED_TEST_SUITE_P(ScenarioConformance, OriginArraysDroppedInsideTheThread,
                             OriginArraysDroppedAfterTheThreadAndItsStream,
                             OriginArraysDroppedConcurrentlyWithTheStream,
-                            CrossStreamReuseWaitsOnTheDevice);
+                            CrossStreamReuseWaitsOnTheDevice,
+                            CrossStreamReuseWaitsForAReleasedWrapper);
 
 }  // namespace streampool::test
