@@ -8,6 +8,9 @@ namespace streampool::detail {
 
 std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   std::lock_guard lock(caches_mu_);
+  // A program that makes a stream per task (the origin report's, CuPy's) would otherwise keep
+  // every gone stream's cache until the next trim, and walk them all when it steals.
+  forget_orphaned_caches_locked();
   // The shard with the fewest live streams, the lowest first: a new stream gets the memory of
   // one that is gone (a program that replaces its streams, or a benchmark's next round), not an
   // empty shard next to a full one that nobody uses.

@@ -123,6 +123,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   /// Called by timeline::cache_for (through access::cache_for) under the timeline's lock.
   std::shared_ptr<stream_cache> make_stream_cache(timeline& line);
+  /// Drops the caches of streams that are gone, folding their counters into the pool's; under
+  /// caches_mu_.
+  void forget_orphaned_caches_locked();
   /// Called by stream_cache::orphan: its stream no longer uses its large shard.
   void stream_gone(std::size_t shard);
   /// Called by stream_cache::orphan: chunks freed on a stream that is gone, each with a token on

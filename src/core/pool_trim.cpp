@@ -9,6 +9,18 @@
 
 namespace streampool::detail {
 
+void pool_state::forget_orphaned_caches_locked() {
+  // Caches of destroyed streams are empty for good: fold their counters in and forget them.
+  std::erase_if(caches_, [&](const std::shared_ptr<stream_cache>& c) {
+    if (!c->orphaned()) return false;
+    allocations_ += c->allocations();
+    deallocations_ += c->deallocations();
+    same_stream_reuses_folded_ += c->allocations();
+    cache_contention_folded_ += c->contended();
+    return true;
+  });
+}
+
 std::size_t pool_state::trim() {
   flush_caches();
   std::vector<segment*> release;
@@ -33,16 +45,8 @@ std::size_t pool_state::trim() {
   std::size_t released = trim_large();
   for (segment* seg : release) released += release_segment(seg);
   {
-    // Caches of destroyed streams are empty for good: fold their counters in and forget them.
     std::lock_guard lock(caches_mu_);
-    std::erase_if(caches_, [&](const std::shared_ptr<stream_cache>& c) {
-      if (!c->orphaned()) return false;
-      allocations_ += c->allocations();
-      deallocations_ += c->deallocations();
-      same_stream_reuses_folded_ += c->allocations();
-      cache_contention_folded_ += c->contended();
-      return true;
-    });
+    forget_orphaned_caches_locked();
   }
   STREAMPOOL_ASSERT_EXPENSIVE(valid());
   return released;
