@@ -35,7 +35,7 @@ import sys
 import threading
 import weakref
 
-from . import _capi
+from . import _capi, _dlpack
 from ._capi import lib as _lib
 
 __all__ = ["Device", "Stream", "Pool", "Array", "StreampoolError", "InvalidArgument",
@@ -148,13 +148,15 @@ class _Life:
     it never happens. The lock guards ``users`` and ``closed``; it is never held across a C call.
     """
 
-    __slots__ = ("lock", "users", "closed", "finalizer")
+    __slots__ = ("lock", "users", "closed", "finalizer", "finished", "idle")
 
     def __init__(self, finalizer):
         self.lock = threading.Lock()
         self.users = 0
         self.closed = False
         self.finalizer = finalizer
+        self.finished = False  # the finalizer has run to its end
+        self.idle = None  # a Condition on lock, made by the first close_and_wait()
 
     def enter(self, what, owner):
         with self.lock:
@@ -163,12 +165,20 @@ class _Life:
                 return
         raise _invalid(f"{what}: {owner._describe()} was {owner._dead_verb}")
 
+    def try_enter(self):
+        """enter() for a caller with a fallback: False (and no use) when closed."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.users += 1
+            return True
+
     def leave(self):
         with self.lock:
             self.users -= 1
             last = self.closed and self.users == 0
         if last:
-            self.finalizer()
+            self._finalize()
 
     def close(self):
         with self.lock:
@@ -177,7 +187,25 @@ class _Life:
             self.closed = True
             now = self.users == 0
         if now:
-            self.finalizer()
+            self._finalize()
+
+    def close_and_wait(self):
+        """close(), then wait until the handle is gone: uses in flight on other threads end
+        first. For a caller that must not go on while the handle lives (a stream's owner about
+        to destroy it); never from inside a use of this object on the same thread."""
+        self.close()
+        with self.lock:
+            if self.idle is None:
+                self.idle = threading.Condition(self.lock)
+            while not self.finished:
+                self.idle.wait()
+
+    def _finalize(self):
+        self.finalizer()
+        with self.lock:
+            self.finished = True
+            if self.idle is not None:
+                self.idle.notify_all()
 
 
 class _Using:
@@ -225,8 +253,11 @@ def _destroy_device(handle):
     _report("sp_device_destroy", _lib.sp_device_destroy(handle))
 
 
-def _destroy_stream(handle):
-    _report("sp_stream_destroy", _lib.sp_stream_destroy(handle))
+def _destroy_stream(handle, release):
+    if release[0]:  # a wrapper, or release(): a last marker, no wait
+        _report("sp_stream_release", _lib.sp_stream_release(handle))
+    else:
+        _report("sp_stream_destroy", _lib.sp_stream_destroy(handle))
 
 
 def _destroy_pool(handle, hook_keys):
@@ -238,6 +269,18 @@ def _destroy_pool(handle, hook_keys):
 def _free(ptr):
     # No pool, no stream: the finaliser form. Never blocks on the device.
     _report("sp_pool_deallocate", _lib.sp_pool_deallocate(None, ptr, None))
+
+
+def _give_back(ptr, registered, managed, deleter):
+    # An Array over a DLPack producer's memory: streampool's work on it ends first (a host wait,
+    # as the producer may reuse the memory at once), then the producer gets it back.
+    if registered:
+        _report("sp_memory_unregister", _lib.sp_memory_unregister(ptr))
+    elif ptr:
+        # Known through another range (imported twice, or streampool's own memory coming back).
+        # If that range is gone, its end already waited for everything streampool did here.
+        _lib.sp_memory_synchronize(ptr)
+    _dlpack.release(managed, deleter)
 
 
 class Device:
@@ -252,8 +295,9 @@ class Device:
 
     _dead_verb = "closed"
 
-    def __init__(self, handle):
+    def __init__(self, handle, ordinal=0):
         self._handle = handle
+        self._ordinal = ordinal  # the runtime's device number (DLPack's device_id)
         self._life = _Life(weakref.finalize(self, _destroy_device, handle))
         self._locals = threading.local()  # this thread's default Stream
         # Asked once, while the handle is live, so that a message about a closed device names it.
@@ -308,7 +352,7 @@ class Device:
         ordinal = _integer(ordinal, f"Device.{runtime}: ordinal", (1 << 31) - 1)
         h = ctypes.c_void_p()
         _check(getattr(_lib, f"sp_device_create_{runtime}")(ordinal, ctypes.byref(h)))
-        return cls(h.value)
+        return cls(h.value, ordinal)
 
     @staticmethod
     def _count(runtime):
@@ -355,6 +399,19 @@ class Device:
             _check(_lib.sp_device_upstream_bytes(self._handle, ctypes.byref(n)))
             return n.value
 
+    def release_native_stream(self, native):
+        """Tells streampool that the native stream ``native`` (an int: a CUstream that streampool
+        was given as a handle, e.g. by DLPack's ``__dlpack__(stream=...)``) is about to be
+        destroyed by its owner: a last marker is recorded on it, and streampool never touches it
+        again; it does not wait. Returns whether streampool knew the handle. streampool.cupy does
+        this for every CuPy stream."""
+        native = _integer(native, "Device.release_native_stream: native",
+                          (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
+        with _Using("Device.release_native_stream", self):
+            released = ctypes.c_int()
+            _check(_lib.sp_native_stream_release(self._handle, native, ctypes.byref(released)))
+            return bool(released.value)
+
     def default_pool(self):
         """A new handle to the device's default pool."""
         with _Using("Device.default_pool", self):
@@ -391,7 +448,9 @@ class Stream:
 
     @classmethod
     def wrap(cls, device, native):
-        """Wraps a native stream (an int: a CUstream) that streampool will never destroy."""
+        """Wraps a native stream (an int: a CUstream) that streampool will never destroy. The
+        wrapper must go first: close() it (waits for the stream's work), release() it (does not
+        wait), or drop it (its finalizer releases it) before the stream's owner destroys it."""
         _instance(device, Device, "Stream.wrap: device")
         native = _integer(native, "Stream.wrap: native",
                           (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
@@ -399,12 +458,15 @@ class Stream:
         with _Using("Stream.wrap", device):
             h = ctypes.c_void_p()
             _check(_lib.sp_stream_wrap(device._handle, native, ctypes.byref(h)))
-        self._init(h.value, device)
+        self._init(h.value, device, release=True)
         return self
 
-    def _init(self, handle, device):
+    def _init(self, handle, device, release=False):
         self._handle, self.device = handle, device
-        self._life = _Life(weakref.finalize(self, _destroy_stream, handle))
+        # How the finalizer ends the stream: released (no wait) or destroyed (waits); a cell, so
+        # that close() and release() can choose after the finalizer was made.
+        self._release = [release]
+        self._life = _Life(weakref.finalize(self, _destroy_stream, handle, self._release))
 
     def _describe(self):
         return f"Stream {self._handle:#x} on {self.device._describe()}"
@@ -435,7 +497,25 @@ class Stream:
 
     def close(self):
         """Waits for the stream's work and retires it (idempotent)."""
-        self._life.close()
+        self._end(release=False)
+
+    def release(self):
+        """Ends the stream without waiting for its work (idempotent): for a wrapped stream that
+        its owner is about to destroy. A last marker is recorded on it and streampool never
+        touches it again; memory it used is reused elsewhere only after that marker. A stream
+        streampool created is destroyed as by close() (it waits)."""
+        self._end(release=True)
+
+    def _end(self, release, wait_for_users=False):
+        """close() or release(); with wait_for_users, returns only once the handle is gone
+        (a call in flight on another thread ends first)."""
+        with self._life.lock:
+            if not self._life.closed:
+                self._release[0] = release
+        if wait_for_users:
+            self._life.close_and_wait()
+        else:
+            self._life.close()
 
 
 def _stream_for(stream, device, what):
@@ -798,9 +878,178 @@ class Array:
 
     def free(self):
         """Frees now (otherwise the finalizer does); idempotent. A download or other use in
-        flight on another thread finishes first."""
+        flight on another thread finishes first, and so does every DLPack export still held by
+        a consumer (the memory goes when the last one is deleted). An Array from from_dlpack
+        gives the memory back to its producer."""
         self._life.close()
 
+    # ---- interop: DLPack and the CUDA array interface (docs/python.md, "Interop") ----------
+
+    def _dl_device(self, what):
+        backend = self.device._backend if self.device is not None else None
+        if backend == "host":
+            return (_dlpack.CPU, 0)
+        if backend == "cuda":
+            return (_dlpack.CUDA, self.device._ordinal)
+        raise BufferError(f"{what}: {self!r} is on "
+                          f"{self.device._describe() if self.device else 'no device'}: DLPack "
+                          "covers the host and CUDA devices")
+
+    def __dlpack_device__(self):
+        """(kDLCPU, 0) on the host device, (kDLCUDA, ordinal) on a CUDA device."""
+        with _Using("Array.__dlpack_device__", self):
+            return self._dl_device("Array.__dlpack_device__")
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array's memory, without a copy (the Python array API's
+        protocol). ``stream``: the consumer's CUDA stream (an int; None is the legacy default
+        stream, -1 asks for no ordering), which is ordered after every write streampool knows of
+        and becomes a user of the memory: streampool's later work on it and its free wait for
+        what the consumer submits there. On the host device the call waits for that work
+        instead. The array stays alive, and free() waits, until the consumer deletes the
+        tensor."""
+        with _Using("Array.__dlpack__", self):
+            if copy:
+                raise BufferError("Array.__dlpack__: copy=True: streampool exports its memory "
+                                  "itself, never a copy")
+            where = self._dl_device("Array.__dlpack__")
+            if dl_device is not None and tuple(dl_device) != where:
+                raise BufferError(f"Array.__dlpack__: dl_device {tuple(dl_device)} asks for a "
+                                  f"copy; {self!r} is on {where}")
+            if where[0] == _dlpack.CUDA:
+                if stream is None:
+                    stream = 1  # the protocol's default: CUDA's legacy default stream
+                if isinstance(stream, bool) or not isinstance(stream, int):
+                    raise _wrong_type(f"Array.__dlpack__: stream {stream!r} is not an int")
+                if stream != -1 and self.nbytes:
+                    with _Using("Array.__dlpack__", self.device):
+                        _check(_lib.sp_memory_acquire_native(self.device._handle, self._ptr,
+                                                             _address(stream or 1, "stream")))
+            else:
+                if stream not in (None, -1):
+                    raise BufferError(f"Array.__dlpack__: stream {stream!r} on the host device, "
+                                      "which has no streams for a consumer: pass None")
+                if self.nbytes:
+                    _check(_lib.sp_memory_synchronize(self._ptr))
+            versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
+            self._life.enter("Array.__dlpack__", self)  # left by the consumer's deleter
+            try:
+                return _dlpack.export(self._ptr, where[0], where[1], self.typecode, self.size,
+                                      versioned, _exported(self))
+            except BaseException:
+                self._life.leave()
+                raise
+
+    @property
+    def __cuda_array_interface__(self):
+        """The CUDA array interface, version 3, on a CUDA device (AttributeError elsewhere). Its
+        ``stream`` is this thread's default stream, ordered after every write streampool knows
+        of: the consumer waits for it. What the consumer then does is its own to order."""
+        if self.device is None or self.device._backend != "cuda":
+            raise AttributeError("__cuda_array_interface__: only on a CUDA device; "
+                                 f"{self!r} is on "
+                                 f"{self.device._describe() if self.device else 'no device'}")
+        using, stream = self._use(None, "Array.__cuda_array_interface__")
+        with using:
+            if self.nbytes:
+                _check(_lib.sp_memory_acquire(stream._handle, self._ptr))
+            return {"shape": (self.size,), "typestr": _typestrs[self.typecode],
+                    "data": (self._ptr, False), "version": 3, "strides": None,
+                    "stream": stream.native}
+
+    @classmethod
+    def from_dlpack(cls, obj, device=None, stream=None):
+        """An Array over the memory of ``obj`` (a torch tensor, a CuPy or NumPy array: anything
+        with ``__dlpack__``), without a copy: its elements, flattened, as one dimension. ``obj``
+        must be compact (C-contiguous) and writable, of an integer or float dtype that has a
+        typecode. ``device``: the streampool device the memory is on (on CUDA, default
+        ``Device.cuda(ordinal)``; host memory needs ``Device.host(...)``). The producer orders
+        ``stream`` (default: this thread's) after its writes. Freeing the Array waits (on the
+        host) for streampool's work on the memory, then gives it back to the producer."""
+        if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
+            raise _wrong_type(f"Array.from_dlpack: a {type(obj).__name__} has no __dlpack__")
+        kind, ordinal = obj.__dlpack_device__()
+        if kind == _dlpack.CUDA:
+            if device is None:
+                device = Device.cuda(ordinal)
+            wanted = ("cuda", ordinal)
+        elif kind == _dlpack.CPU:
+            if device is None:
+                raise _invalid("Array.from_dlpack: host memory: pass device=Device.host(...)")
+            wanted = ("host", 0)
+        else:
+            raise _invalid(f"Array.from_dlpack: DLPack device type {kind} (device {ordinal}): "
+                           "streampool imports host and CUDA memory")
+        _instance(device, Device, "Array.from_dlpack: device")
+        with _Using("Array.from_dlpack", device):
+            if (device._backend, device._ordinal if device._backend == "cuda" else 0) != wanted:
+                raise _invalid(f"Array.from_dlpack: {type(obj).__name__} is on "
+                               f"{wanted[0]} device {wanted[1]}, not on {device._describe()}")
+            stream = _stream_for(stream, device, "Array.from_dlpack")
+            with _Using("Array.from_dlpack", stream):
+                imported = _dlpack.Imported(_take_capsule(
+                    obj, stream.native if kind == _dlpack.CUDA else None))
+                try:
+                    return cls._over(imported, device, stream)
+                except BaseException:
+                    _dlpack.release(imported.managed, imported.deleter)
+                    raise
+
+    @classmethod
+    def _over(cls, imported, device, stream):
+        """The Array over an imported tensor (the caller gives it back if this raises)."""
+        typecode, dtype = _dlpack.typecode_of(imported.dtype)
+        if typecode is None:
+            raise _wrong_type(f"Array.from_dlpack: dtype {dtype} has no array typecode")
+        if not imported.compact:
+            raise _invalid(f"Array.from_dlpack: a tensor of shape {imported.shape} with strides "
+                           "is not compact: make it contiguous first")
+        if imported.read_only:
+            raise _invalid("Array.from_dlpack: the tensor is read-only; streampool arrays are "
+                           "writable")
+        self = cls.__new__(cls)
+        self.pool, self.device, self.typecode = None, device, typecode
+        self.itemsize = _itemsizes[typecode]
+        self.size = imported.size
+        self.nbytes = self.size * self.itemsize
+        self._ptr = imported.data if self.nbytes else 0
+        registered = False
+        if self.nbytes:
+            status = _lib.sp_memory_register(device._handle, self._ptr, self.nbytes)
+            if status == _capi.SUCCESS:
+                registered = True
+            elif b"overlaps" not in _lib.sp_last_error_message():
+                _check(status)
+            # else: streampool knows this memory already (its own, exported and coming back, or
+            # imported twice): the known range's streams order it.
+            try:
+                _check(_lib.sp_memory_acquire(stream._handle, self._ptr))
+            except BaseException:
+                if registered:
+                    _lib.sp_memory_unregister(self._ptr)
+                raise
+        self._life = _Life(weakref.finalize(self, _give_back, self._ptr, registered,
+                                            imported.managed, imported.deleter))
+        return self
+
+
+def _exported(a):
+    # What a DLPack export's deleter runs: the use that __dlpack__ entered ends (and with it the
+    # reference that kept the array alive).
+    return lambda: a._life.leave()
+
+
+def _take_capsule(obj, stream):
+    """obj.__dlpack__ for our stream, asking for DLPack 1.0 where the producer knows it."""
+    try:
+        return obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
+    except TypeError:  # a producer older than max_version
+        return obj.__dlpack__(stream=stream)
+
+
+# The CUDA array interface's typestr of each typecode: little-endian, '|' for single bytes.
+_typestrs = {c: ("|" if n == 1 else "<") + ("f" if c in "fd" else "u" if c.isupper() else "i")
+             + str(n) for c, n in _itemsizes.items()}
 
 _format_codes = {"f": "f", "d": "d", "i": "i", "I": "I", "l": "l", "L": "L", "q": "q", "Q": "Q",
                  "b": "b", "B": "B", "h": "h", "H": "H", "<f": "f", "<d": "d", "<i": "i",
