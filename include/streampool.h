@@ -332,14 +332,14 @@ SP_API sp_status_t sp_pool_deallocate_native(sp_pool_t pool, void* ptr, void* na
 /** Like sp_pool_record_use, for a native stream. */
 SP_API sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* native_stream);
 /** native_stream, a handle given to the *_native calls, the PyTorch plug-in or
- *  sp_memory_acquire_native on `device`, is about to be destroyed by its owner (CuPy destroys its
- *  streams in a finalizer, without waiting): streampool records a last marker on it, forgets its
- *  wrapper and never touches the handle again. It does not wait. The owner may destroy the stream
- *  as soon as this returns, and the handle's value may then name a new stream. Memory the stream
- *  used waits for that marker. `released` (may be NULL): 1, or 0 when streampool did not know the
- *  handle (nothing to do). CUDA's legacy and per-thread default streams (0, 1, 2) are never
- *  destroyed: STREAMPOOL_STATUS_INVALID_ARGUMENT. */
-SP_API sp_status_t sp_native_stream_release(sp_device_t device, void* native_stream, int* released);
+ *  sp_memory_acquire_native, is about to be destroyed by its owner (CuPy destroys its streams in
+ *  a finalizer, without waiting): streampool records a last marker on it, forgets its wrappers
+ *  (on every device) and never touches the handle again. It does not wait. The owner may destroy
+ *  the stream as soon as this returns, and the handle's value may then name a new stream. Memory
+ *  the stream used waits for that marker. `released` (may be NULL): how many wrappers there were
+ *  (0: streampool did not know the handle; nothing to do). 0, 1 and 2, CUDA's legacy and
+ *  per-thread default streams, are never destroyed: STREAMPOOL_STATUS_INVALID_ARGUMENT. */
+SP_API sp_status_t sp_native_stream_release(void* native_stream, size_t* released);
 
 /* ---- the PyTorch plug-in (docs/torch.md; Python: streampool.torch.enable()) ------------------ */
 

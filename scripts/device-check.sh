@@ -6,6 +6,11 @@
 #           compute-sanitizer over the scenarios, the fault-injection library against the same
 #           tests (they must fail)
 #   torch   bench/torch/record_stream_check.py: the plug-in's record_stream, size 0, OOM, empty_cache
+#   python  the binding's tests (tests/python) on the GPU, with PyTorch and CuPy there: DLPack and
+#           the CUDA array interface both ways, streampool.cupy over 10,000 CuPy streams. From the
+#           source tree, and again from the wheel in .gpurun/wheel/ when there is one (pip wheel .
+#           here; installed with --no-index into a venv that sees the machine's torch and cupy),
+#           with neither PYTHONPATH nor STREAMPOOL_LIBRARY
 #   replay  the GPT-2 trace through streampool on CUDA
 #   bench   gpu_pool_bench, compiled here against the carried library and PyTorch's c10 (its
 #           anchors: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator)
@@ -19,7 +24,7 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "${out}"
 root=$(pwd)
-stages=${DEVICE_CHECK_STAGES:-tests torch replay bench e2e}  # traces: only when asked
+stages=${DEVICE_CHECK_STAGES:-tests torch python replay bench e2e}  # traces: only when asked
 lib=${root}/.gpurun/lib
 run() { # name, command...: logs to $out/name.txt and prints one status line
   local name=$1
@@ -58,6 +63,34 @@ if has torch; then
   run record_stream env PYTHONUNBUFFERED=1 python3 bench/torch/record_stream_check.py \
     "${RECORD_STREAM_TRIALS:-1000}"
   cat "${out}/record_stream.txt"
+fi
+
+if has python; then
+  # pytest where the machine has it, else unittest (the tests are unittest classes).
+  pyrun() { # directory to run in, then the test files
+    local where=$1
+    shift
+    if python3 -c 'import pytest' 2>/dev/null; then
+      (cd "${where}" && python3 -m pytest -v -s -p no:cacheprovider "$@")
+    else
+      (cd "${where}" && python3 -m unittest -v "$@")
+    fi
+  }
+  run python_tree env PYTHONPATH="${root}/python" PYTHONUNBUFFERED=1 \
+    bash -c "$(declare -f pyrun); pyrun '${root}/tests/python' test_gpu_interop.py test_interop.py"
+  grep -E 'streampool.cupy:|Ran |passed|failed|OK|FAILED' "${out}/python_tree.txt" | head -20
+  wheel=$(ls .gpurun/wheel/*.whl 2>/dev/null | head -n1)
+  if [[ -n ${wheel} ]]; then
+    venv=/tmp/streampool-venv
+    rm -rf "${venv}"
+    python3 -m venv --system-site-packages "${venv}" &&
+      "${venv}/bin/pip" install -q --no-deps --no-index "${wheel}"
+    # No PYTHONPATH, no STREAMPOOL_LIBRARY: `import streampool` finds the installed package.
+    run python_wheel env -u STREAMPOOL_LIBRARY -u PYTHONPATH STREAMPOOL_EXPECT_INSTALLED=1 \
+      PATH="${venv}/bin:${PATH}" PYTHONUNBUFFERED=1 \
+      bash -c "$(declare -f pyrun); pyrun '${root}/tests/python'"
+    grep -E 'streampool.cupy:|Ran |passed|failed|OK|FAILED' "${out}/python_wheel.txt" | head -20
+  fi
 fi
 
 if has replay; then

@@ -39,7 +39,8 @@ from . import _capi, _dlpack
 from ._capi import lib as _lib
 
 __all__ = ["Device", "Stream", "Pool", "Array", "StreampoolError", "InvalidArgument",
-           "InvalidType", "OutOfDeviceMemory", "NotAvailable", "BackendError", "version"]
+           "InvalidType", "OutOfDeviceMemory", "NotAvailable", "BackendError", "version",
+           "release_native_stream"]
 
 
 class StreampoolError(Exception):
@@ -234,6 +235,19 @@ class _Using:
             self.entered.pop()._life.leave()
 
 
+def release_native_stream(native):
+    """Tells streampool that the native stream ``native`` (an int: a CUstream that streampool was
+    given, e.g. by DLPack's ``__dlpack__(stream=...)``) is about to be destroyed by its owner: a
+    last marker is recorded on it, and streampool never touches it again; nothing waits. Returns
+    how many wrappers streampool had of it (0: it did not know the handle). streampool.cupy does
+    this for every CuPy stream before CuPy destroys it."""
+    native = _integer(native, "release_native_stream: native",
+                      (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
+    n = ctypes.c_size_t()
+    _check(_lib.sp_native_stream_release(native, ctypes.byref(n)))
+    return n.value
+
+
 def version():
     """The library's version as (major, minor, patch)."""
     v = [ctypes.c_int() for _ in range(3)]
@@ -398,19 +412,6 @@ class Device:
             n = ctypes.c_size_t()
             _check(_lib.sp_device_upstream_bytes(self._handle, ctypes.byref(n)))
             return n.value
-
-    def release_native_stream(self, native):
-        """Tells streampool that the native stream ``native`` (an int: a CUstream that streampool
-        was given as a handle, e.g. by DLPack's ``__dlpack__(stream=...)``) is about to be
-        destroyed by its owner: a last marker is recorded on it, and streampool never touches it
-        again; it does not wait. Returns whether streampool knew the handle. streampool.cupy does
-        this for every CuPy stream."""
-        native = _integer(native, "Device.release_native_stream: native",
-                          (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
-        with _Using("Device.release_native_stream", self):
-            released = ctypes.c_int()
-            _check(_lib.sp_native_stream_release(self._handle, native, ctypes.byref(released)))
-            return bool(released.value)
 
     def default_pool(self):
         """A new handle to the device's default pool."""

@@ -149,7 +149,7 @@ _signatures = {
     "sp_pool_allocate_native": (status, [c_ptr, c_size, c_ptr, _P(c_ptr)]),
     "sp_pool_deallocate_native": (status, [c_ptr, c_ptr, c_ptr]),
     "sp_pool_record_use_native": (status, [c_ptr, c_ptr, c_ptr]),
-    "sp_native_stream_release": (status, [c_ptr, c_ptr, _P(ctypes.c_int)]),
+    "sp_native_stream_release": (status, [c_ptr, _P(c_size)]),
     "sp_memory_register": (status, [c_ptr, c_ptr, c_size]),
     "sp_memory_unregister": (status, [c_ptr]),
     "sp_memory_acquire": (status, [c_ptr, c_ptr]),

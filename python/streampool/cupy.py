@@ -15,14 +15,14 @@ on it; nothing waits), and so is any handle DLPack handed to streampool. Memory 
 used is then freed and reused behind that marker, in any order. A stream destroyed some other way
 (``cupy.cuda.runtime.streamDestroy`` by hand) must be released first: ``release_stream(s)``.
 
-The pool is the CUDA device's default streampool pool (the one ``streampool.torch`` uses too, so
-CuPy and PyTorch share free memory); ``pool(ordinal)`` returns a handle for statistics and trim.
+The pool is the default pool of a streampool device of its own per GPU (``Device.cuda(ordinal)``);
+``pool(ordinal)`` returns it, for statistics and trim.
 """
 
 import ctypes
 import threading
 
-from . import Device, Stream, _capi, _check, _lib, _report
+from . import Device, Stream, _capi, _check, _lib, _report, release_native_stream
 
 __all__ = ["enable", "disable", "enabled", "pool", "release_stream"]
 
@@ -78,8 +78,7 @@ def release_stream(stream):
         # is using the wrapper right now ends first, as the stream goes right after this.
         w._end(release=True, wait_for_users=True)
     if stream.ptr not in _LEGACY and stream.ptr != _PER_THREAD:
-        for device, _ in list(_devices.values()):
-            device.release_native_stream(stream.ptr)  # handles DLPack handed to streampool
+        release_native_stream(stream.ptr)  # a handle DLPack's __dlpack__(stream=) handed over
 
 
 def _hook_stream_finalizer(cls):
@@ -89,8 +88,7 @@ def _hook_stream_finalizer(cls):
 
     def __del__(self, *args, **kwargs):
         try:
-            if "_streampool" in self.__dict__ or _devices:
-                release_stream(self)
+            release_stream(self)
         finally:
             original(self, *args, **kwargs)
 

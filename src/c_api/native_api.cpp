@@ -46,11 +46,10 @@ sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* native_st
   });
 }
 
-sp_status_t sp_native_stream_release(sp_device_t device, void* native_stream, int* released) {
+sp_status_t sp_native_stream_release(void* native_stream, size_t* released) {
   return guarded([&] {
-    require(device, "sp_native_stream_release", "device");
-    const bool was = streampool::c_api::release_native_stream(device->dev, native_stream);
-    if (released != nullptr) *released = was ? 1 : 0;
+    const std::size_t n = streampool::c_api::release_native_stream(native_stream);
+    if (released != nullptr) *released = n;
   });
 }
 

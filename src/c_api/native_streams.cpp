@@ -129,28 +129,34 @@ void synchronize_native_streams(std::uint64_t device_id) {
   for (const token& t : all) t.line->wait_host(t.at);
 }
 
-bool release_native_stream(const device& d, void* handle) {
+std::size_t release_native_stream(void* handle) {
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
-  if (is_cuda(d) && (h == 0 || h == cuda_legacy || h == cuda_per_thread)) {
+  if (h == 0 || h == cuda_legacy || h == cuda_per_thread) {
     throw logic_error(streampool::detail::format(
-        "native stream %s on device %llu is CUDA's %s default stream, which is never destroyed: "
-        "there is nothing to release",
-        streampool::detail::format_ptr(handle).c_str(), static_cast<unsigned long long>(d.id()),
+        "native stream %s is CUDA's %s default stream, which is never destroyed: there is nothing "
+        "to release",
+        streampool::detail::format_ptr(handle).c_str(),
         h == cuda_per_thread ? "per-thread" : "legacy"));
   }
-  std::unique_ptr<stream> w;
+  // Every device's wrapper of the handle: a native stream may reach streampool through more than
+  // one device handle of its GPU.
+  std::vector<std::unique_ptr<stream>> gone;
   {
     registry& r = the_registry();
     std::lock_guard lock(r.mu);
-    auto it = r.wrapped.find({d.id(), handle});
-    if (it == r.wrapped.end()) return false;
-    w = std::move(it->second);
-    r.wrapped.erase(it);
-    generation.fetch_add(1, std::memory_order_acq_rel);
+    for (auto it = r.wrapped.begin(); it != r.wrapped.end();) {
+      if (it->first.second == handle) {
+        gone.push_back(std::move(it->second));
+        it = r.wrapped.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!gone.empty()) generation.fetch_add(1, std::memory_order_acq_rel);
   }
-  // Outside the lock: records the last marker on the queue, which is still alive.
-  w->release();
-  return true;
+  // Outside the lock: each records its last marker on the queue, which is still alive.
+  for (auto& w : gone) w->release();
+  return gone.size();
 }
 
 }  // namespace streampool::c_api

@@ -52,10 +52,10 @@ template <class GetDevice>
 /// Waits on the host for the work submitted so far to every wrapped stream of `device_id`.
 void synchronize_native_streams(std::uint64_t device_id);
 
-/// Releases the wrapper of `handle` on `d` (see glossary); false when there is none. Throws
-/// logic_error for the handles that name no stream of their own (CUDA's legacy and per-thread
-/// default streams), which are never destroyed.
-bool release_native_stream(const device& d, void* handle);
+/// Releases every device's wrapper of `handle` (see glossary); returns how many there were.
+/// Throws logic_error for 0, 1 and 2, CUDA's legacy and per-thread default streams, which are
+/// never destroyed.
+std::size_t release_native_stream(void* handle);
 
 namespace detail {
 /// The stream this thread last found for (device, handle), if it is in the thread's small cache.

@@ -54,10 +54,10 @@ static void test_native_release(void) {
   for (int i = 0; i < 4; ++i) OK(sp_fill(owner, busy, (uint64_t)i, 1, block_bytes));
   OK(sp_pool_deallocate_native(p, x, native));
 
-  int released = -1;
-  OK(sp_native_stream_release(d, native, &released));
+  size_t released = 99;
+  OK(sp_native_stream_release(native, &released));
   CHECK(released == 1);
-  OK(sp_native_stream_release(d, native, &released));  // nothing left to release
+  OK(sp_native_stream_release(native, &released));  // nothing left to release
   CHECK(released == 0);
 
   const uint64_t before = waited_reuses(p);
@@ -76,12 +76,12 @@ static void test_native_release(void) {
   void* z = NULL;
   OK(sp_pool_allocate_native(p, 4096, native, &z));
   OK(sp_pool_deallocate_native(p, z, native));
-  OK(sp_native_stream_release(d, native, &released));
+  OK(sp_native_stream_release(native, &released));
   CHECK(released == 1);
 
   OK(sp_pool_deallocate(p, busy, NULL));
   OK(sp_stream_destroy(owner));
-  OK(sp_native_stream_release(d, other_native, NULL));
+  OK(sp_native_stream_release(other_native, NULL));
   OK(sp_stream_destroy(other));
   OK(sp_pool_destroy(p));
   expect_no_violations(d);
@@ -147,7 +147,9 @@ static void test_memory_handover(void) {
   CHECK(sp_memory_synchronize(local) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
   CHECK(sp_memory_synchronize(NULL) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
   CHECK(sp_memory_acquire(NULL, x) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
-  CHECK(sp_native_stream_release(NULL, local, NULL) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  CHECK(sp_native_stream_release(NULL, NULL) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  CHECK(sp_native_stream_release((void*)2, NULL) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(sp_last_error_message(), "per-thread") != NULL);
   CHECK(sp_stream_release(NULL) == STREAMPOOL_STATUS_INVALID_ARGUMENT);
 
   OK(sp_pool_deallocate(p, x, NULL));

@@ -151,13 +151,12 @@ class ReleasedStreams(unittest.TestCase):
         self.assertEqual(device.violations(), [])
 
     def test_release_native_stream(self):
-        device = sp.Device.host()
-        self.assertFalse(device.release_native_stream(0x1234))  # never handed to streampool
+        self.assertEqual(sp.release_native_stream(0x1234), 0)  # never handed to streampool
         with self.assertRaises(TypeError):
-            device.release_native_stream("0x1234")
-        device.close()
-        with self.assertRaises(sp.InvalidArgument):
-            device.release_native_stream(0x1234)
+            sp.release_native_stream("0x1234")
+        with self.assertRaises(sp.InvalidArgument) as e:
+            sp.release_native_stream(2)
+        self.assertIn("per-thread", str(e.exception))
 
 
 if __name__ == "__main__":
