@@ -26,6 +26,8 @@ Every error is a StreampoolError: InvalidArgument (a ValueError) for a bad value
 (an InvalidArgument and a TypeError) for a bad type.
 """
 
+from __future__ import annotations
+
 import array as _array
 import ctypes
 import numbers
@@ -34,6 +36,7 @@ import struct
 import sys
 import threading
 import weakref
+from typing import Any, Callable, Optional, Union
 
 from . import _capi, _dlpack
 from ._capi import lib as _lib
@@ -46,7 +49,7 @@ __all__ = ["Device", "Stream", "Pool", "Array", "StreampoolError", "InvalidArgum
 class StreampoolError(Exception):
     """A failing streampool call. ``status`` is the C status code; the message names the values."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
@@ -235,7 +238,7 @@ class _Using:
             self.entered.pop()._life.leave()
 
 
-def release_native_stream(native):
+def release_native_stream(native: int) -> int:
     """Tells streampool that the native stream ``native`` (an int: a CUstream that streampool was
     given, e.g. by DLPack's ``__dlpack__(stream=...)``) is about to be destroyed by its owner: a
     last marker is recorded on it, and streampool never touches it again; nothing waits. Returns
@@ -248,11 +251,11 @@ def release_native_stream(native):
     return n.value
 
 
-def version():
+def version() -> tuple[int, int, int]:
     """The library's version as (major, minor, patch)."""
     v = [ctypes.c_int() for _ in range(3)]
     _check(_lib.sp_get_version(*[ctypes.byref(x) for x in v]))
-    return tuple(x.value for x in v)
+    return (v[0].value, v[1].value, v[2].value)
 
 
 # Finalizers: module-level functions over plain integers, so they keep no object alive and run
@@ -309,7 +312,7 @@ class Device:
 
     _dead_verb = "closed"
 
-    def __init__(self, handle, ordinal=0):
+    def __init__(self, handle: int, ordinal: int = 0) -> None:
         self._handle = handle
         self._ordinal = ordinal  # the runtime's device number (DLPack's device_id)
         self._life = _Life(weakref.finalize(self, _destroy_device, handle))
@@ -318,10 +321,11 @@ class Device:
         v, s = ctypes.c_uint64(), ctypes.c_char_p()
         _check(_lib.sp_device_id(handle, ctypes.byref(v)))
         _check(_lib.sp_device_backend_name(handle, ctypes.byref(s)))
-        self._id, self._backend = v.value, s.value.decode()
+        self._id, self._backend = v.value, (s.value or b"").decode()
 
     @classmethod
-    def host(cls, checking=False, max_delay_us=0, seed=1, total_memory=0, device_wait=True):
+    def host(cls, checking: bool = False, max_delay_us: int = 0, seed: int = 1,
+             total_memory: int = 0, device_wait: bool = True) -> Device:
         o = _capi.HostOptions()  # struct_size set: the library fills the fields it covers
         _check(_lib.sp_host_options_set_defaults(ctypes.byref(o)))
         o.checking = _flag(checking, "Device.host: checking")
@@ -331,34 +335,34 @@ class Device:
         o.device_wait = _flag(device_wait, "Device.host: device_wait")
         h = ctypes.c_void_p()
         _check(_lib.sp_device_create_host(ctypes.byref(o), ctypes.byref(h)))
-        return cls(h.value)
+        return cls(h.value or 0)
 
     @classmethod
-    def cuda(cls, ordinal=0):
+    def cuda(cls, ordinal: int = 0) -> Device:
         """CUDA GPU ``ordinal``. Raises NotAvailable without a driver or GPU."""
         return cls._gpu("cuda", ordinal)
 
     @classmethod
-    def opencl(cls, ordinal=0):
+    def opencl(cls, ordinal: int = 0) -> Device:
         """OpenCL device ``ordinal`` over all platforms (PoCL's CPU device counts). Raises
         NotAvailable without libOpenCL.so.1 or such a device."""
         return cls._gpu("opencl", ordinal)
 
     @classmethod
-    def level_zero(cls, ordinal=0):
+    def level_zero(cls, ordinal: int = 0) -> Device:
         """Level Zero device ``ordinal``. Raises NotAvailable without the loader or a driver."""
         return cls._gpu("level_zero", ordinal)
 
     @staticmethod
-    def cuda_count():
+    def cuda_count() -> int:
         return Device._count("cuda")
 
     @staticmethod
-    def opencl_count():
+    def opencl_count() -> int:
         return Device._count("opencl")
 
     @staticmethod
-    def level_zero_count():
+    def level_zero_count() -> int:
         return Device._count("level_zero")
 
     @classmethod
@@ -366,7 +370,7 @@ class Device:
         ordinal = _integer(ordinal, f"Device.{runtime}: ordinal", (1 << 31) - 1)
         h = ctypes.c_void_p()
         _check(getattr(_lib, f"sp_device_create_{runtime}")(ordinal, ctypes.byref(h)))
-        return cls(h.value, ordinal)
+        return cls(h.value or 0, ordinal)
 
     @staticmethod
     def _count(runtime):
@@ -381,20 +385,20 @@ class Device:
         return self._describe() + (" (closed)" if self.closed else "")
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._life.closed
 
     @property
-    def id(self):
+    def id(self) -> int:
         with _Using("Device.id", self):
             return self._id
 
     @property
-    def backend(self):
+    def backend(self) -> str:
         with _Using("Device.backend", self):
             return self._backend
 
-    def violations(self):
+    def violations(self) -> list[str]:
         """Host backend in checking mode: the ordering violations seen (should be empty)."""
         with _Using("Device.violations", self):
             n = ctypes.c_size_t()
@@ -403,24 +407,24 @@ class Device:
             for i in range(n.value):
                 s = ctypes.c_char_p()
                 _check(_lib.sp_device_violation_message(self._handle, i, ctypes.byref(s)))
-                out.append(s.value.decode("utf-8", "replace"))
+                out.append((s.value or b"").decode("utf-8", "replace"))
             return out
 
-    def upstream_bytes(self):
+    def upstream_bytes(self) -> int:
         """Host backend: bytes held from the upstream (0 once everything is freed and gone)."""
         with _Using("Device.upstream_bytes", self):
             n = ctypes.c_size_t()
             _check(_lib.sp_device_upstream_bytes(self._handle, ctypes.byref(n)))
             return n.value
 
-    def default_pool(self):
+    def default_pool(self) -> Pool:
         """A new handle to the device's default pool."""
         with _Using("Device.default_pool", self):
             h = ctypes.c_void_p()
             _check(_lib.sp_device_default_pool(self._handle, ctypes.byref(h)))
             return Pool._from_handle(h.value, self)
 
-    def default_stream(self):
+    def default_stream(self) -> Stream:
         """The calling thread's stream on this device; destroyed when the thread exits. A new
         one replaces it if it was closed."""
         with _Using("Device.default_stream", self):
@@ -429,7 +433,7 @@ class Device:
                 s = self._locals.stream = Stream(self)
             return s
 
-    def close(self):
+    def close(self) -> None:
         """Drops the handle (idempotent); streams, pools and memory made from it keep working."""
         self._life.close()
 
@@ -440,7 +444,7 @@ class Stream:
 
     _dead_verb = "closed"
 
-    def __init__(self, device):
+    def __init__(self, device: Device) -> None:
         _instance(device, Device, "Stream: device")
         with _Using("Stream", device):
             h = ctypes.c_void_p()
@@ -448,7 +452,7 @@ class Stream:
         self._init(h.value, device)
 
     @classmethod
-    def wrap(cls, device, native):
+    def wrap(cls, device: Device, native: int) -> Stream:
         """Wraps a native stream (an int: a CUstream) that streampool will never destroy. The
         wrapper must go first: close() it (waits for the stream's work), release() it (does not
         wait), or drop it (its finalizer releases it) before the stream's owner destroys it."""
@@ -476,31 +480,31 @@ class Stream:
         return self._describe() + (" (closed)" if self.closed else "")
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._life.closed
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         with _Using("Stream.synchronize", self):
             _check(_lib.sp_stream_synchronize(self._handle))
 
-    def wait(self, other):
+    def wait(self, other: Stream) -> None:
         """Makes this stream wait (on the device) for the work submitted so far to ``other``."""
         _instance(other, Stream, "Stream.wait: other")
         with _Using("Stream.wait", self, other):
             _check(_lib.sp_stream_wait_stream(self._handle, other._handle))
 
     @property
-    def native(self):
+    def native(self) -> int:
         with _Using("Stream.native", self):
             v = ctypes.c_void_p()
             _check(_lib.sp_stream_native(self._handle, ctypes.byref(v)))
-            return v.value
+            return v.value or 0
 
-    def close(self):
+    def close(self) -> None:
         """Waits for the stream's work and retires it (idempotent)."""
         self._end(release=False)
 
-    def release(self):
+    def release(self) -> None:
         """Ends the stream without waiting for its work (idempotent): for a wrapped stream that
         its owner is about to destroy. A last marker is recorded on it and streampool never
         touches it again; memory it used is reused elsewhere only after that marker. A stream
@@ -535,7 +539,7 @@ def _stream_for(stream, device, what):
 
 # Reclaim hooks: one C trampoline for the life of the process (so no ctypes callback is ever freed
 # while C might call it), dispatching on an integer key to the Python callable.
-_hooks = {}
+_hooks: dict[int, Callable[[int], object]] = {}
 _hook_keys = iter(range(1, 1 << 62))
 
 
@@ -556,8 +560,8 @@ class Pool:
 
     _dead_verb = "closed"
 
-    def __init__(self, device, memory_limit=0, small_max=None, stream_cache_bytes=None,
-                 poison_on_free=False):
+    def __init__(self, device: Device, memory_limit: int = 0, small_max: Optional[int] = None,
+                 stream_cache_bytes: Optional[int] = None, poison_on_free: bool = False) -> None:
         _instance(device, Device, "Pool: device")
         o = _capi.PoolOptions()  # struct_size set: the library fills the fields it covers
         _check(_lib.sp_pool_options_set_defaults(ctypes.byref(o)))
@@ -592,10 +596,10 @@ class Pool:
         return self._describe() + (" (closed)" if self.closed else "")
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._life.closed
 
-    def allocate(self, nbytes, stream=None):
+    def allocate(self, nbytes: int, stream: Optional[Stream] = None) -> int:
         """Raw stream-ordered allocation; returns the address. Free with deallocate()."""
         nbytes = _integer(nbytes, "Pool.allocate: nbytes")
         with _Using("Pool.allocate", self):
@@ -604,9 +608,9 @@ class Pool:
                 p = ctypes.c_void_p()
                 _check(_lib.sp_pool_allocate(self._handle, nbytes, stream._handle,
                                              ctypes.byref(p)))
-                return p.value
+                return p.value or 0
 
-    def deallocate(self, ptr, stream=None):
+    def deallocate(self, ptr: int, stream: Optional[Stream] = None) -> None:
         """Frees an address from allocate(); with no stream, after the work of every stream
         that used it. The C layer refuses addresses it did not hand out, and double frees."""
         ptr = _address(ptr, "Pool.deallocate: ptr")
@@ -618,38 +622,38 @@ class Pool:
         with _Using("Pool.deallocate", self, stream):
             _check(_lib.sp_pool_deallocate(self._handle, ptr, stream._handle))
 
-    def record_use(self, ptr, stream):
+    def record_use(self, ptr: int, stream: Stream) -> None:
         ptr = _address(ptr, "Pool.record_use: ptr")
         _instance(stream, Stream, "Pool.record_use: stream")
         with _Using("Pool.record_use", self, stream):
             _check(_lib.sp_pool_record_use(self._handle, ptr, stream._handle))
 
-    def statistics(self):
+    def statistics(self) -> dict[str, int]:
         with _Using("Pool.statistics", self):
             st = _capi.PoolStatistics()
             _check(_lib.sp_pool_get_statistics(self._handle, ctypes.byref(st)))
             return {name: getattr(st, name) for name, _ in st._fields_ if name != "struct_size"}
 
     @property
-    def memory_limit(self):
+    def memory_limit(self) -> int:
         with _Using("Pool.memory_limit", self):
             v = ctypes.c_size_t()
             _check(_lib.sp_pool_get_memory_limit(self._handle, ctypes.byref(v)))
             return v.value
 
     @memory_limit.setter
-    def memory_limit(self, nbytes):
+    def memory_limit(self, nbytes: int) -> None:
         nbytes = _integer(nbytes, "Pool.memory_limit")
         with _Using("Pool.memory_limit", self):
             _check(_lib.sp_pool_set_memory_limit(self._handle, nbytes))
 
-    def trim(self):
+    def trim(self) -> int:
         with _Using("Pool.trim", self):
             v = ctypes.c_size_t()
             _check(_lib.sp_pool_trim(self._handle, ctypes.byref(v)))
             return v.value
 
-    def add_reclaim_hook(self, fn):
+    def add_reclaim_hook(self, fn: Callable[[int], object]) -> tuple[int, int]:
         """``fn(bytes_needed)`` runs when an allocation would fail, on the allocating thread, with
         no pool lock held: it may free memory, e.g. by calling gc.collect(). Returns an id."""
         if not callable(fn):
@@ -667,7 +671,7 @@ class Pool:
             self._hook_keys.append(key)
             return (hid.value, key)
 
-    def remove_reclaim_hook(self, hook_id):
+    def remove_reclaim_hook(self, hook_id: tuple[int, int]) -> None:
         with _Using("Pool.remove_reclaim_hook", self):
             if not (isinstance(hook_id, tuple) and len(hook_id) == 2):
                 raise _wrong_type(f"Pool.remove_reclaim_hook: {hook_id!r} is not an id from "
@@ -679,7 +683,7 @@ class Pool:
             _hooks.pop(key, None)
             self._hook_keys.remove(key)
 
-    def close(self):
+    def close(self) -> None:
         """Drops this handle (idempotent); memory still allocated keeps the pool alive."""
         self._life.close()
 
@@ -745,7 +749,8 @@ class Array:
 
     _dead_verb = "freed"
 
-    def __init__(self, n, typecode="f", pool=None, device=None, stream=None):
+    def __init__(self, n: int, typecode: str = "f", pool: Optional[Pool] = None,
+                 device: Optional[Device] = None, stream: Optional[Stream] = None) -> None:
         typecode = _typecode(typecode, "Array")
         n = _integer(n, "Array: size", maximum=None)  # the byte count is checked below
         itemsize = _itemsizes[typecode]
@@ -773,7 +778,8 @@ class Array:
         self._life = _Life(weakref.finalize(self, _free, self._ptr))
 
     @classmethod
-    def from_buffer(cls, data, pool=None, device=None, stream=None, typecode=None):
+    def from_buffer(cls, data: Any, pool: Optional[Pool] = None, device: Optional[Device] = None,
+                    stream: Optional[Stream] = None, typecode: Optional[str] = None) -> Array:
         """An upload of ``data`` (array.array, memoryview, bytes, numpy array...)."""
         mv = _buffer(data, "Array.from_buffer")
         if typecode is None:
@@ -793,15 +799,15 @@ class Array:
     def __repr__(self):
         return self._describe() + (" (freed)" if self.freed else "")
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.size
 
     @property
-    def freed(self):
+    def freed(self) -> bool:
         return self._life.closed
 
     @property
-    def ptr(self):
+    def ptr(self) -> int:
         """The device address; InvalidArgument once freed (it may hold another array by then)."""
         with _Using("Array.ptr", self):
             return self._ptr
@@ -814,7 +820,7 @@ class Array:
         stream = _stream_for(stream, self.device, what)
         return _Using(what, self, *others, stream), stream
 
-    def upload(self, data, stream=None):
+    def upload(self, data: Any, stream: Optional[Stream] = None) -> None:
         """Copies host data in; returns once it is staged (``data`` may be reused at once)."""
         mv = _buffer(data, "Array.upload")
         using, stream = self._use(stream, "Array.upload")
@@ -828,15 +834,17 @@ class Array:
             _check(_lib.sp_memcpy_to_device(stream._handle, self._ptr, buf, self.nbytes))
             del keep
 
-    def download(self, out=None, stream=None):
+    def download(self, out: Any = None, stream: Optional[Stream] = None) -> Any:
         """Copies the array to host memory: into ``out`` (a writable buffer), or a new
         array.array. Returns once the data is there."""
-        mv = None if out is None else _buffer(out, "Array.download")
+        given = None if out is None else _buffer(out, "Array.download")
         using, stream = self._use(stream, "Array.download")
         with using:
-            if out is None:
+            if given is None:
                 out = _array.array(self.typecode, bytes(self.nbytes))
                 mv = memoryview(out)
+            else:
+                mv = given
             if mv.nbytes != self.nbytes:
                 raise _invalid(f"Array.download: a host buffer of {mv.nbytes} bytes for {self!r} "
                                f"({self.nbytes} bytes)")
@@ -846,7 +854,7 @@ class Array:
                 del keep
             return out
 
-    def fill(self, value, stream=None):
+    def fill(self, value: Union[int, float], stream: Optional[Stream] = None) -> None:
         """Sets every element to ``value`` (an int for integer typecodes, any real number for
         'f' and 'd'); out of range is InvalidArgument, a wrong type InvalidType."""
         using, stream = self._use(stream, "Array.fill")
@@ -854,7 +862,7 @@ class Array:
         with using:
             _check(_lib.sp_fill(stream._handle, self._ptr, pattern, self.itemsize, self.size))
 
-    def copy_from(self, other, stream=None):
+    def copy_from(self, other: Array, stream: Optional[Stream] = None) -> None:
         """Copies ``other`` (an Array of the same typecode and length on the same device) in."""
         _instance(other, Array, "Array.copy_from")
         using, stream = self._use(stream, "Array.copy_from", other)
@@ -869,15 +877,15 @@ class Array:
             if self.nbytes and other is not self:
                 _check(_lib.sp_memcpy_device(stream._handle, self._ptr, other._ptr, self.nbytes))
 
-    def tolist(self, stream=None):
+    def tolist(self, stream: Optional[Stream] = None) -> list[Any]:
         return self.download(stream=stream).tolist()
 
-    def numpy(self, stream=None):
+    def numpy(self, stream: Optional[Stream] = None) -> Any:
         """A numpy copy (needs numpy)."""
         import numpy as np
         return np.frombuffer(self.download(stream=stream), dtype=self.typecode).copy()
 
-    def free(self):
+    def free(self) -> None:
         """Frees now (otherwise the finalizer does); idempotent. A download or other use in
         flight on another thread finishes first, and so does every DLPack export still held by
         a consumer (the memory goes when the last one is deleted). An Array from from_dlpack
@@ -896,12 +904,15 @@ class Array:
                           f"{self.device._describe() if self.device else 'no device'}: DLPack "
                           "covers the host and CUDA devices")
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """(kDLCPU, 0) on the host device, (kDLCUDA, ordinal) on a CUDA device."""
         with _Using("Array.__dlpack_device__", self):
             return self._dl_device("Array.__dlpack_device__")
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: Optional[int] = None,
+                   max_version: Optional[tuple[int, int]] = None,
+                   dl_device: Optional[tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> Any:
         """A DLPack capsule of this array's memory, without a copy (the Python array API's
         protocol). ``stream``: the consumer's CUDA stream (an int; None is the legacy default
         stream, -1 asks for no ordering), which is ordered after every write streampool knows of
@@ -942,7 +953,7 @@ class Array:
                 raise
 
     @property
-    def __cuda_array_interface__(self):
+    def __cuda_array_interface__(self) -> dict[str, Any]:
         """The CUDA array interface, version 3, on a CUDA device (AttributeError elsewhere). Its
         ``stream`` is this thread's default stream, ordered after every write streampool knows
         of: the consumer waits for it. What the consumer then does is its own to order."""
@@ -959,7 +970,8 @@ class Array:
                     "stream": stream.native}
 
     @classmethod
-    def from_dlpack(cls, obj, device=None, stream=None):
+    def from_dlpack(cls, obj: Any, device: Optional[Device] = None,
+                    stream: Optional[Stream] = None) -> Array:
         """An Array over the memory of ``obj`` (a torch tensor, a CuPy or NumPy array: anything
         with ``__dlpack__``), without a copy: its elements, flattened, as one dimension. ``obj``
         must be compact (C-contiguous) and writable, of an integer or float dtype that has a

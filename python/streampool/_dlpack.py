@@ -14,6 +14,7 @@ deleter may be called from any thread.
 
 import ctypes
 import threading
+from typing import Any
 
 # DLDeviceType
 CPU = 1
@@ -102,7 +103,7 @@ _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 # What keeps an export alive until its deleter runs: managed tensor address -> (struct, shape,
 # strides, on_delete).
-_exports = {}
+_exports: dict[int, tuple[Any, ...]] = {}
 _exports_lock = threading.Lock()
 
 

@@ -19,16 +19,19 @@ The pool is the default pool of a streampool device of its own per GPU (``Device
 ``pool(ordinal)`` returns it, for statistics and trim.
 """
 
+from __future__ import annotations
+
 import ctypes
 import threading
+from typing import Any
 
-from . import Device, Stream, _capi, _check, _lib, _report, release_native_stream
+from . import Device, Pool, Stream, _capi, _check, _lib, _report, release_native_stream
 
 __all__ = ["enable", "disable", "enabled", "pool", "release_stream"]
 
 _lock = threading.Lock()
-_state = {"enabled": False, "previous": None}
-_devices = {}  # CUDA ordinal -> (Device, its default Pool)
+_state: dict[str, Any] = {"enabled": False, "previous": None}
+_devices: dict[int, tuple[Device, Pool]] = {}  # CUDA ordinal -> (Device, its default Pool)
 _per_thread = threading.local()  # wrappers of the per-thread default stream, by ordinal
 
 # CuPy's special stream handles: the legacy default stream (0 or 1) and the per-thread one (2).
@@ -36,10 +39,10 @@ _LEGACY = (0, 1)
 _PER_THREAD = 2
 
 
-def enable():
+def enable() -> None:
     """Makes streampool CuPy's allocator (cupy.cuda.set_allocator), on CuPy's current stream.
     Memory CuPy allocated before stays where it is."""
-    import cupy
+    import cupy  # type: ignore[import-not-found]
     with _lock:
         if _state["enabled"]:
             return
@@ -50,7 +53,7 @@ def enable():
         _state["enabled"] = True
 
 
-def disable():
+def disable() -> None:
     """Gives CuPy back the allocator it had before enable(). Memory from streampool stays valid
     until CuPy frees it, and the stream hook stays, for the streams that memory used."""
     with _lock:
@@ -60,16 +63,16 @@ def disable():
         _state["enabled"] = False
 
 
-def enabled():
+def enabled() -> bool:
     return _state["enabled"]
 
 
-def pool(ordinal=0):
+def pool(ordinal: int = 0) -> Pool:
     """The streampool pool behind CuPy on CUDA device ``ordinal`` (statistics(), trim())."""
     return _device(ordinal)[1]
 
 
-def release_stream(stream):
+def release_stream(stream: Any) -> None:
     """Releases streampool's hold on the CuPy stream ``stream`` before it is destroyed by hand;
     the finalizer hook does this for streams CuPy destroys itself. Idempotent."""
     wrappers = stream.__dict__.pop("_streampool", None) or {}

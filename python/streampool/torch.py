@@ -16,22 +16,25 @@ PyTorch's own statistics (``torch.cuda.memory_stats``) are not available under a
 allocator; ``memory_stats()`` here gives the pool's, under PyTorch's key names where they exist.
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
 import warnings
+from typing import Any, Optional
 
 from . import _capi, _check, Pool
 
 __all__ = ["enable", "enabled", "memory_stats", "empty_cache", "pool", "record_stream_hook"]
 
 _lib = _capi.lib
-_state = {"enabled": False, "hooks": 0}
+_state: dict[str, Any] = {"enabled": False, "hooks": 0}
 
 RECORD_STREAM = 1
 EMPTY_CACHE = 2
 
 
-def enable(conservative=None):
+def enable(conservative: Optional[bool] = None) -> None:
     """Makes streampool PyTorch's CUDA allocator. Call it before the first CUDA allocation.
 
     conservative: None (default) uses the record-stream hook when it can be installed and falls
@@ -40,7 +43,7 @@ def enable(conservative=None):
     """
     if _state["enabled"]:
         return
-    import torch
+    import torch  # type: ignore[import-not-found]
 
     alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib._name, "sp_torch_malloc", "sp_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
@@ -63,23 +66,23 @@ def enable(conservative=None):
         _check(_lib.sp_torch_set_conservative(1))
 
 
-def enabled():
+def enabled() -> bool:
     return _state["enabled"]
 
 
-def record_stream_hook():
+def record_stream_hook() -> bool:
     """True when tensor.record_stream reaches streampool (the precise mode)."""
     return bool(_state["hooks"] & RECORD_STREAM)
 
 
-def pool(device=0):
+def pool(device: int = 0) -> Pool:
     """The plug-in's pool on CUDA device ``device`` (a streampool.Pool handle)."""
     h = ctypes.c_void_p()
     _check(_lib.sp_torch_pool(int(device), ctypes.byref(h)))
     return Pool._from_handle(h.value, None)
 
 
-def memory_stats(device=0):
+def memory_stats(device: int = 0) -> dict[str, int]:
     """The pool's statistics: PyTorch's key names where they mean the same, and streampool's."""
     st = pool(device).statistics()
     out = {
@@ -93,7 +96,7 @@ def memory_stats(device=0):
     return out
 
 
-def empty_cache(device=None):
+def empty_cache(device: Optional[int] = None) -> None:
     """Gives free memory back to the device (torch.cuda.empty_cache() does the same when the
     hook is installed)."""
     if device is None:
