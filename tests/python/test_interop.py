@@ -19,7 +19,9 @@ def live_bytes(pool):
     return pool.statistics()["live_bytes"]
 
 
-class Export(unittest.TestCase):
+class CheckedHost(unittest.TestCase):
+    """A host device with the race detector and delays, that must see no violation."""
+
     def setUp(self):
         self.device = sp.Device.host(checking=True, max_delay_us=50)
         self.pool = sp.Pool(self.device)
@@ -27,6 +29,9 @@ class Export(unittest.TestCase):
     def tearDown(self):
         gc.collect()
         self.assertEqual(self.device.violations(), [])
+
+
+class Export(CheckedHost):
 
     def test_capsule_names_follow_max_version(self):
         a = sp.Array(4, "f", pool=self.pool)
@@ -66,14 +71,7 @@ class Export(unittest.TestCase):
 
 
 @unittest.skipIf(np is None, "needs numpy")
-class NumPyRoundTrip(unittest.TestCase):
-    def setUp(self):
-        self.device = sp.Device.host(checking=True, max_delay_us=50)
-        self.pool = sp.Pool(self.device)
-
-    def tearDown(self):
-        gc.collect()
-        self.assertEqual(self.device.violations(), [])
+class NumPyRoundTrip(CheckedHost):
 
     def test_numpy_reads_and_writes_the_same_memory(self):
         a = sp.Array.from_buffer(array.array("f", range(1000)), pool=self.pool)
