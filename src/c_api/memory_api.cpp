@@ -31,7 +31,7 @@ namespace {
 std::shared_ptr<known_range> known(const void* ptr, std::optional<std::uint64_t> device_id,
                                    const char* function) {
   require(ptr, function, "ptr");
-  const std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(ptr);
+  std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(ptr);
   if (r == nullptr) {
     throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                 format("streampool: %s: %s is not inside a live allocation of sp_pool_allocate "
