@@ -39,8 +39,13 @@ ensure_packages() {
   "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# The packages every build needs: compiler, build tools, GoogleTest, Google Benchmark.
-SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3)
+# The packages every build needs: compiler, build tools, GoogleTest, Google Benchmark; pytest for
+# the Python tests and pkg-config for the pkg-config consumer test.
+SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3 python3-pytest
+                  pkg-config)
+# Debian's Python, for which python3-pytest and python3-venv are installed (PATH may put another
+# python3 first). The tests' CMake configure and the python stage of run-tests.sh use it.
+SP_PYTHON=/usr/bin/python3
 # The OpenCL and Level Zero backends: API headers to build them (the runtimes are loaded with
 # dlopen), PoCL to run OpenCL on the CPU, the Level Zero loader with its validation layer, and
 # clang-15 + llvm-spirv-15 to compile the kernels to SPIR-V for Level Zero.

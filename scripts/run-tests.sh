@@ -3,15 +3,17 @@
 # clang-tidy over the tree, either finding fails the run), then debug (STREAMPOOL_DEBUG_LEVEL=3:
 # every assertion, and pool_state::validate() after every trim and, paced, large frees), then
 # fault (device-side waits skipped on purpose: every backend's ordering tests must fail), then
-# ASan+UBSan, then TSan, then (in CI, or when clang is installed) the fuzz preset: the model
-# fuzzer briefly, the C ABI fuzzer for 60 s.
+# ASan+UBSan, then TSan, then the python stage (the package as pip installs it: `pip install .` into
+# a fresh venv and tests/python run against it from outside the tree, then `pip wheel .` installed
+# into a second venv), then (in CI, or when clang is installed) the fuzz preset: the model fuzzer
+# briefly, the C ABI fuzzer for 60 s.
 #
 #   bash scripts/run-tests.sh
 #
 # Environment:
 #   STREAMPOOL_QUICK=1        release preset only (skip the sanitizer builds), for local use.
 #   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release lint debug fault asan tsan
-#                             fuzz).
+#                             python fuzz).
 # Every preset runs even when an earlier one failed; the exit status is non-zero when any
 # configure, build or test step failed. CTest's summary of every preset is repeated at the end.
 set -euo pipefail
@@ -24,7 +26,7 @@ if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
 elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
-  presets=(release lint debug fault asan tsan)
+  presets=(release lint debug fault asan tsan python)
   # clang + libFuzzer: a short run of the model fuzzer and 60 s of the C ABI fuzzer (fuzz/,
   # docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
@@ -36,6 +38,9 @@ sanitizers=0
 for p in "${presets[@]}"; do
   if [[ ${p} == fuzz ]]; then
     packages+=(clang)
+  fi
+  if [[ ${p} == python ]]; then
+    packages+=(python3-venv)
   fi
   if [[ ${p} == asan || ${p} == tsan ]] && ((sanitizers == 0)); then
     packages+=("${SP_SANITIZER_PACKAGES[@]}")
@@ -60,10 +65,93 @@ run_lint() {
   return 1
 }
 
+# The python stage: the package as a user installs it (docs/python.md, "Install"), in scratch
+# folders outside the source tree. `pip install .` into a fresh venv (build isolation: pip fetches
+# scikit-build-core from PyPI, and CMake builds the library), pytest and numpy from PyPI, then
+# tests/python run by pytest from outside the tree against the installed package: no
+# STREAMPOOL_LIBRARY, no PYTHONPATH, and STREAMPOOL_EXPECT_INSTALLED=1, so that
+# tests/python/test_install.py checks where the package and its library came from. Then
+# `pip wheel .` and that wheel installed into a second fresh venv, which allocates on the host
+# device. Each pip command builds the library once, in its own temporary build tree (about 20 s
+# each on 2 cores without the CUDA kernels).
+run_python() {
+  local started=${SECONDS} log=build/python/pytest.log work rc result wheel
+  mkdir -p build/python
+  work=$(mktemp -d "${TMPDIR:-/tmp}/streampool-python.XXXXXX")
+  # A failed step: the summary says which, and the scratch folder is kept for a look.
+  python_failed() {
+    summaries+=("---- python" "FAILED: $* (above; scratch folder ${work})")
+    return 1
+  }
+  # What the user's environment must not provide: the installed package needs none of it.
+  local clean=(env -u STREAMPOOL_LIBRARY -u PYTHONPATH -u PYTHONHOME
+    "CMAKE_BUILD_PARALLEL_LEVEL=${SP_JOBS}" PIP_DISABLE_PIP_VERSION_CHECK=1)
+  local settings=()
+  # As for the presets: no nvcc kernels in CI unless asked (run_preset says why).
+  if [[ ${CI:-} == true && ${STREAMPOOL_CI_CUDA_KERNELS:-0} != 1 ]]; then
+    settings+=(--config-settings=cmake.define.STREAMPOOL_BUILD_CUDA_KERNELS=OFF)
+  fi
+
+  section "python: pip install . into a fresh venv (${work}/venv, -j${SP_JOBS})"
+  "${SP_PYTHON}" -m venv "${work}/venv" || { python_failed "python3 -m venv"; return; }
+  "${clean[@]}" "${work}/venv/bin/pip" install "${settings[@]}" . ||
+    { python_failed "pip install ."; return; }
+  "${clean[@]}" "${work}/venv/bin/pip" install pytest numpy ||
+    { python_failed "pip install pytest numpy"; return; }
+
+  section "python: pytest against the installed package, from ${work}"
+  set +e
+  (cd "${work}" && "${clean[@]}" STREAMPOOL_EXPECT_INSTALLED=1 STREAMPOOL_REQUIRE_OPENCL=1 \
+    "${work}/venv/bin/python" -m pytest -p no:cacheprovider --import-mode=importlib -rs \
+    "${SP_ROOT}/tests/python") 2>&1 | tee "${log}"
+  rc=${PIPESTATUS[0]}
+  set -e
+  # pytest's last line, "==== 48 passed in 11.0s ====", without the rules.
+  result=$(grep -E '^=+ .* in [0-9.]+s' "${log}" | tail -n1 | sed -E 's/^=+ (.*) =+$/\1/' || true)
+  if ((rc != 0)); then
+    python_failed "pytest against the installed package: ${result:-no summary}"
+    return
+  fi
+
+  section "python: pip wheel ., installed into a second fresh venv"
+  "${clean[@]}" "${work}/venv/bin/pip" wheel "${settings[@]}" --no-deps -w "${work}/wheels" . ||
+    { python_failed "pip wheel ."; return; }
+  wheel=$(find "${work}/wheels" -name 'streampool-*.whl' | head -n1)
+  [[ -n ${wheel} ]] || { python_failed "pip wheel . made no streampool wheel"; return; }
+  "${SP_PYTHON}" -m venv "${work}/venv2" || { python_failed "python3 -m venv"; return; }
+  "${clean[@]}" "${work}/venv2/bin/pip" install "${wheel}" ||
+    { python_failed "pip install $(basename "${wheel}")"; return; }
+  # The wheel holds the library once, as a plain file, and py.typed; installed, it allocates.
+  (cd "${work}" && "${clean[@]}" "${work}/venv2/bin/python" -c '
+import os, sys, zipfile
+import streampool as sp
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+libs = [n for n in names if "libstreampool" in n]
+assert libs == ["streampool/libstreampool.so"], libs
+assert "streampool/py.typed" in names, names
+assert os.path.dirname(sp._capi.lib._name) == os.path.dirname(sp.__file__), sp._capi.lib._name
+d = sp.Device.host()
+a = sp.Array(4, "f", device=d)
+a.fill(1.0)
+assert a.tolist() == [1.0] * 4, a.tolist()
+print(os.path.basename(sys.argv[1]), "installed:", sp.__file__, "Array(4).fill(1.0):", a.tolist())
+' "${wheel}") || { python_failed "the wheel in a second venv"; return; }
+
+  rm -rf "${work}"
+  summaries+=("---- python"
+    "pytest against the installed package: ${result}"
+    "$(basename "${wheel}"): installed in a second venv, allocates on the host device"
+    "python stage: $((SECONDS - started)) s")
+}
+
 run_preset() {
   local preset=$1 rc
   if [[ ${preset} == lint ]]; then
     run_lint
+    return
+  fi
+  if [[ ${preset} == python ]]; then
+    run_python
     return
   fi
   local log="build/${preset}/ctest.log"
@@ -77,6 +165,8 @@ run_preset() {
   fi
   # PoCL is installed above, so an OpenCL test that finds no device is a failure, not a skip.
   extra+=(-DSTREAMPOOL_REQUIRE_OPENCL=ON)
+  # Debian's interpreter, for which python3-pytest is installed (PATH may put another first).
+  extra+=("-DPython3_EXECUTABLE=${SP_PYTHON}")
   cmake --preset "${preset}" "${extra[@]}" || return 1
   section "${preset}: build (-j${SP_JOBS})"
   cmake --build --preset "${preset}" -j "${SP_JOBS}" || return 1

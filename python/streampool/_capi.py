@@ -27,6 +27,12 @@ INTERNAL = 5
 
 
 def _candidates():
+    """Library paths to try, in order: $STREAMPOOL_LIBRARY alone when set; else the library in
+    this package's folder (where `pip install .` and the wheel put it, or a libstreampool.so
+    copied into python/streampool/); else, when this package is the source tree's python/, that
+    tree's build/*/ (release first, then debug, then the others, but never the sanitizer, fuzz or
+    fault builds, which a plain interpreter cannot load or which are wrong on purpose); else the
+    system search path."""
     env = os.environ.get("STREAMPOOL_LIBRARY")
     if env:
         yield env
@@ -34,7 +40,14 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     yield from sorted(glob.glob(os.path.join(here, "libstreampool.so*")))
     root = os.path.dirname(os.path.dirname(here))
-    yield from sorted(glob.glob(os.path.join(root, "build", "*", "libstreampool.so")))
+    if os.path.isfile(os.path.join(root, "CMakeLists.txt")) and os.path.isfile(
+            os.path.join(root, "include", "streampool.h")):
+        builds = {os.path.basename(os.path.dirname(path)): path
+                  for path in glob.glob(os.path.join(root, "build", "*", "libstreampool.so"))}
+        order = {"release": 0, "debug": 1}
+        for preset in sorted(builds, key=lambda name: (order.get(name, 2), name)):
+            if preset not in ("asan", "tsan", "fuzz", "fault"):
+                yield builds[preset]
     found = ctypes.util.find_library("streampool")
     if found:
         yield found
@@ -47,8 +60,9 @@ def _load():
             return ctypes.CDLL(path)
         except OSError as e:
             errors.append(f"{path}: {e}")
-    raise OSError("streampool: cannot load libstreampool (set STREAMPOOL_LIBRARY to its path); "
-                  "tried: " + ("; ".join(errors) or "nothing found"))
+    raise OSError("streampool: cannot load libstreampool (install the package with `pip install .`"
+                  ", or set STREAMPOOL_LIBRARY to the library's path); tried: "
+                  + ("; ".join(errors) or "nothing found"))
 
 
 lib = _load()

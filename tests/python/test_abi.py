@@ -13,7 +13,10 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# The package in python/, unless the installed one is under test (scripts/run-tests.sh, stage
+# python; tests/python/test_install.py).
+if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import streampool as sp  # noqa: E402
 from streampool import _capi  # noqa: E402
@@ -74,9 +77,11 @@ class AbiCheckTest(unittest.TestCase):
                 "ctypes.sizeof = lambda t: real(t) + (8 if getattr(t, '__name__', '') == "
                 "'PoolStatistics' else 0)\n"
                 "import streampool\n")
+        env = dict(os.environ)
+        if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
+            env["PYTHONPATH"] = os.path.join(ROOT, "python")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")),
-                              timeout=120)
+                              env=env, timeout=120)
         self.assertNotEqual(done.returncode, 0, done.stdout)
         self.assertIn("ImportError", done.stderr)
         self.assertIn("sp_pool_statistics_t", done.stderr)

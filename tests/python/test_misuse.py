@@ -16,7 +16,10 @@ import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+# The package in python/, unless the installed one is under test (scripts/run-tests.sh, stage
+# python; tests/python/test_install.py).
+if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
 import streampool as sp  # noqa: E402
 

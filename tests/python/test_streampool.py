@@ -15,7 +15,10 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# The package in python/, unless the installed one is under test (scripts/run-tests.sh, stage
+# python; tests/python/test_install.py).
+if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import streampool as sp  # noqa: E402
 
