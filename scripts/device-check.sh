@@ -83,7 +83,11 @@ if has python; then
   if [[ -n ${wheel} ]]; then
     venv=/tmp/streampool-venv
     rm -rf "${venv}"
-    python3 -m venv --system-site-packages "${venv}" &&
+    # The machine's python3 may itself be a venv (torch and cupy live there): a .pth file lets
+    # the new venv see its packages, as --system-site-packages would for a system Python.
+    site_dirs=$(python3 -c 'import site; print("\n".join(site.getsitepackages()))')
+    python3 -m venv "${venv}" &&
+      echo "${site_dirs}" >"$("${venv}/bin/python3" -c 'import site; print(site.getsitepackages()[0])')/machine.pth" &&
       "${venv}/bin/pip" install -q --no-deps --no-index "${wheel}"
     # No PYTHONPATH, no STREAMPOOL_LIBRARY: `import streampool` finds the installed package.
     run python_wheel env -u STREAMPOOL_LIBRARY -u PYTHONPATH STREAMPOOL_EXPECT_INSTALLED=1 \

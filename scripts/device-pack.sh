@@ -18,4 +18,9 @@ done
 strip --strip-debug -o .gpurun/bin/replay build/release/tools/replay/replay
 strip --strip-debug -o .gpurun/lib/libstreampool.so.0 build/release/libstreampool.so.0.*
 strip --strip-debug -o .gpurun/faultlib/libstreampool.so.0 build/fault/libstreampool.so.0.*
+# DEVICE_PACK_WHEEL_PYTHON=<python with pip>: also `pip wheel .` (PyPI reachable here, not there)
+# into .gpurun/wheel/, for device-check.sh's python stage to install from.
+if [[ -n ${DEVICE_PACK_WHEEL_PYTHON:-} ]]; then
+  "${DEVICE_PACK_WHEEL_PYTHON}" -m pip wheel -q --no-deps -w .gpurun/wheel .
+fi
 du -sh .gpurun

@@ -222,5 +222,18 @@ def check_struct_sizes(library, structs=STRUCTS):
 # The version first: another major version may lack the functions declared below.
 check_version(lib)
 check_struct_sizes(lib)
-for _name in _signatures:
-    _declare(lib, _name)
+def declare_all(library):
+    """Declares every function of the binding, or raises ImportError naming the first one the
+    library lacks (a library older than this binding, of the same major version)."""
+    for name in _signatures:
+        try:
+            _declare(library, name)
+        except AttributeError:
+            v = [ctypes.c_int() for _ in range(3)]
+            _declare(library, "sp_get_version")(*[ctypes.byref(x) for x in v])
+            raise ImportError(
+                f"streampool: {_where(library)} (version {'.'.join(str(x.value) for x in v)}) has "
+                f"no {name}: it is older than this binding; use the library built with it") from None
+
+
+declare_all(lib)

@@ -69,6 +69,22 @@ class AbiCheckTest(unittest.TestCase):
         self.assertIn(f"major version {major + 1}", message)
         self.assertIn("is version " + ".".join(map(str, sp.version())), message)
 
+    def test_an_older_library_is_named_with_the_missing_function(self):
+        class Older:  # the real library, without one function a newer binding declares
+            _name = "libstreampool-older.so"
+
+            def __getattr__(self, name):
+                if name == "sp_memory_acquire":
+                    raise AttributeError(name)
+                return getattr(_capi.lib, name)
+
+        with self.assertRaises(ImportError) as caught:
+            _capi.declare_all(Older())
+        message = str(caught.exception)
+        self.assertIn("sp_memory_acquire", message)
+        self.assertIn("libstreampool-older.so (version " + ".".join(map(str, sp.version())),
+                      message)
+
     def test_the_check_runs_when_the_binding_loads(self):
         # A fresh interpreter where ctypes reports PoolStatistics 8 bytes larger than it is: the
         # import itself must fail, naming the struct.
