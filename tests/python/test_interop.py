@@ -13,6 +13,9 @@ try:
     import numpy as np
 except ImportError:  # the in-tree run without numpy: the NumPy tests skip
     np = None
+# NumPy before 2.0 (Debian 12 has 1.24) makes from_dlpack's arrays read-only and refuses to export
+# a read-only array, so writing through them, and the round trip, need NumPy 2.
+NUMPY_2 = np is not None and int(np.__version__.split(".")[0]) >= 2
 
 
 def live_bytes(pool):
@@ -80,10 +83,14 @@ class NumPyRoundTrip(CheckedHost):
         self.assertEqual(n.dtype, np.float32)
         self.assertEqual(n.ctypes.data, a.ptr)  # no copy
         self.assertTrue((n == 2.5).all())
-        n[7] = -1.0
-        self.assertEqual(a.tolist()[6:8], [2.5, -1.0])
+        if NUMPY_2:
+            n[7] = -1.0
+            self.assertEqual(a.tolist()[6:8], [2.5, -1.0])
+        a.fill(4.0)  # seen through n once a new export waited for it
+        self.assertTrue((np.from_dlpack(a) == 4.0).all())
+        self.assertTrue((n == 4.0).all())
         a.free()  # numpy still holds it: the memory stays
-        self.assertTrue((n[:7] == 2.5).all())
+        self.assertTrue((n[:7] == 4.0).all())
         del n
         gc.collect()
         self.assertEqual(live_bytes(self.pool), 0)
@@ -103,6 +110,7 @@ class NumPyRoundTrip(CheckedHost):
         self.assertEqual(sp.Array.from_dlpack(m, device=self.device).tolist(),
                          [float(i) for i in range(12)])
 
+    @unittest.skipUnless(NUMPY_2, "NumPy 1 exports no read-only array, and from_dlpack gives one")
     def test_round_trip_through_numpy_and_back(self):
         a = sp.Array.from_buffer(array.array("d", [1.0, 2.0, 3.0]), pool=self.pool)
         back = sp.Array.from_dlpack(np.from_dlpack(a), device=self.device)
