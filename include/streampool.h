@@ -195,8 +195,8 @@ SP_API sp_status_t sp_stream_destroy(sp_stream_t stream);
  *  stream that its owner is about to destroy: records a last marker on it and never touches it
  *  again, so the owner may destroy it as soon as this returns. Memory the stream used is reused
  *  elsewhere only after that marker. A stream streampool created is destroyed as by
- *  sp_stream_destroy (it waits: its queue can only be destroyed idle). The handle is gone either
- *  way. */
+ *  sp_stream_destroy (it waits: its queue can only be destroyed idle). On success the handle is
+ *  gone either way. */
 SP_API sp_status_t sp_stream_release(sp_stream_t stream);
 /** Blocks until all work submitted so far has completed. */
 SP_API sp_status_t sp_stream_synchronize(sp_stream_t stream);

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import array as _array
 import ctypes
+import functools
 import numbers
 import operator
 import struct
@@ -205,11 +206,13 @@ class _Life:
                 self.idle.wait()
 
     def _finalize(self):
-        self.finalizer()
-        with self.lock:
-            self.finished = True
-            if self.idle is not None:
-                self.idle.notify_all()
+        try:
+            self.finalizer()
+        finally:  # a waiter in close_and_wait must never hang on a finalizer that raised
+            with self.lock:
+                self.finished = True
+                if self.idle is not None:
+                    self.idle.notify_all()
 
 
 class _Using:
@@ -471,7 +474,11 @@ class Stream:
         # How the finalizer ends the stream: released (no wait) or destroyed (waits); a cell, so
         # that close() and release() can choose after the finalizer was made.
         self._release = [release]
-        self._life = _Life(weakref.finalize(self, _destroy_stream, handle, self._release))
+        # Collection goes through the _Life too (unlike the other objects'): others hold a
+        # stream's _Life without the Stream (streampool.cupy's blocks free on it while it lives),
+        # and must see it closed once the handle is gone, at interpreter exit too.
+        self._life = _Life(functools.partial(_destroy_stream, handle, self._release))
+        weakref.finalize(self, self._life.close)
 
     def _describe(self):
         return f"Stream {self._handle:#x} on {self.device._describe()}"
@@ -507,9 +514,11 @@ class Stream:
     def release(self) -> None:
         """Ends the stream without waiting for its work (idempotent): for a wrapped stream that
         its owner is about to destroy. A last marker is recorded on it and streampool never
-        touches it again; memory it used is reused elsewhere only after that marker. A stream
-        streampool created is destroyed as by close() (it waits)."""
-        self._end(release=True)
+        touches it again once this returns (a call using it on another thread finishes first);
+        memory it used is reused elsewhere only after that marker. A stream streampool created
+        is destroyed as by close() (it waits). Not from inside a reclaim hook of a call on this
+        stream."""
+        self._end(release=True, wait_for_users=True)
 
     def _end(self, release, wait_for_users=False):
         """close() or release(); with wait_for_users, returns only once the handle is gone
@@ -934,6 +943,9 @@ class Array:
                 if isinstance(stream, bool) or not isinstance(stream, int):
                     raise _wrong_type(f"Array.__dlpack__: stream {stream!r} is not an int")
                 if stream != -1 and self.nbytes:
+                    if "cupy" in sys.modules:  # the stream may be CuPy's, destroyed unawaited
+                        from .cupy import hook_streams
+                        hook_streams()
                     with _Using("Array.__dlpack__", self.device):
                         _check(_lib.sp_memory_acquire_native(self.device._handle, self._ptr,
                                                              _address(stream or 1, "stream")))
@@ -984,7 +996,7 @@ class Array:
         kind, ordinal = obj.__dlpack_device__()
         if kind == _dlpack.CUDA:
             if device is None:
-                device = Device.cuda(ordinal)
+                device = _import_device(ordinal)
             wanted = ("cuda", ordinal)
         elif kind == _dlpack.CPU:
             if device is None:
@@ -1044,6 +1056,20 @@ class Array:
         self._life = _Life(weakref.finalize(self, _give_back, self._ptr, registered,
                                             imported.managed, imported.deleter))
         return self
+
+
+_import_devices: dict[int, Device] = {}
+_import_devices_lock = threading.Lock()
+
+
+def _import_device(ordinal: int) -> Device:
+    """The Device that Array.from_dlpack uses for CUDA memory of ``ordinal`` when given none: one
+    per GPU, so that imports of the same memory agree on it."""
+    with _import_devices_lock:
+        d = _import_devices.get(ordinal)
+        if d is None or d.closed:
+            d = _import_devices[ordinal] = Device.cuda(ordinal)
+        return d
 
 
 def _exported(a):

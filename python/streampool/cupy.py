@@ -27,7 +27,7 @@ from typing import Any
 
 from . import Device, Pool, Stream, _capi, _check, _lib, _report, release_native_stream
 
-__all__ = ["enable", "disable", "enabled", "pool", "release_stream"]
+__all__ = ["enable", "disable", "enabled", "pool", "release_stream", "hook_streams"]
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"enabled": False, "previous": None}
@@ -70,6 +70,15 @@ def enabled() -> bool:
 def pool(ordinal: int = 0) -> Pool:
     """The streampool pool behind CuPy on CUDA device ``ordinal`` (statistics(), trim())."""
     return _device(ordinal)[1]
+
+
+def hook_streams() -> None:
+    """Hooks cupy.cuda.Stream's finalizer (what enable() does besides the allocator): before CuPy
+    destroys a stream, streampool lets go of it. Array.__dlpack__ calls it when CuPy is loaded, as a
+    CuPy stream it is handed becomes a user of the memory. Idempotent."""
+    import cupy  # type: ignore[import-not-found]
+    with _lock:
+        _hook_stream_finalizer(cupy.cuda.Stream)
 
 
 def release_stream(stream: Any) -> None:

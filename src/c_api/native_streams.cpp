@@ -138,6 +138,12 @@ std::size_t release_native_stream(void* handle) {
         streampool::detail::format_ptr(handle).c_str(),
         h == cuda_per_thread ? "per-thread" : "legacy"));
   }
+  return release_wrappers_of(handle);
+}
+
+std::size_t release_wrappers_of(void* handle) {
+  const auto h = reinterpret_cast<std::uintptr_t>(handle);
+  if (h == 0 || h == cuda_legacy || h == cuda_per_thread) return 0;  // never destroyed
   // Every device's wrapper of the handle: a native stream may reach streampool through more than
   // one device handle of its GPU.
   std::vector<std::unique_ptr<stream>> gone;

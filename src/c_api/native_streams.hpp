@@ -56,6 +56,9 @@ void synchronize_native_streams(std::uint64_t device_id);
 /// Throws logic_error for 0, 1 and 2, CUDA's legacy and per-thread default streams, which are
 /// never destroyed.
 std::size_t release_native_stream(void* handle);
+/// The same without the refusal: 0 for CUDA's default streams. For a streampool stream about to
+/// go (sp_stream_destroy, sp_stream_release): DLPack may have handed its queue to the registry.
+std::size_t release_wrappers_of(void* handle);
 
 namespace detail {
 /// The stream this thread last found for (device, handle), if it is in the thread's small cache.

@@ -42,6 +42,9 @@ sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t*
 sp_status_t sp_stream_destroy(sp_stream_t stream) {
   return guarded([&] {
     require(stream, "sp_stream_destroy", "stream");
+    // The registry's wrappers of this queue first (a DLPack export may have made one): they
+    // record their last marker while the queue lives.
+    (void)streampool::c_api::release_wrappers_of(stream->s.ref().native());
     // Waits for the stream's work and retires its timeline: memory it used carries tokens, never
     // the stream, so it may be freed (with stream NULL) and reused later in any order.
     delete stream;
@@ -51,6 +54,7 @@ sp_status_t sp_stream_destroy(sp_stream_t stream) {
 sp_status_t sp_stream_release(sp_stream_t stream) {
   return guarded([&] {
     require(stream, "sp_stream_release", "stream");
+    (void)streampool::c_api::release_wrappers_of(stream->s.ref().native());
     // A wrapper records a last marker and lets go of the queue without waiting (its owner
     // destroys it next); memory it used waits for that marker. An owned stream waits.
     stream->s.release();

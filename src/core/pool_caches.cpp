@@ -9,8 +9,10 @@ namespace streampool::detail {
 std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   std::lock_guard lock(caches_mu_);
   // A program that makes a stream per task (the origin report's, CuPy's) would otherwise keep
-  // every gone stream's cache until the next trim, and walk them all when it steals.
-  forget_orphaned_caches_locked();
+  // every gone stream's cache until the next trim, and walk them all when it steals. Only when
+  // some stream has gone since: a walk takes every cache's lock.
+  if (gone_since_forget_.exchange(0, std::memory_order_acq_rel) != 0)
+    forget_orphaned_caches_locked();
   // The shard with the fewest live streams, the lowest first: a new stream gets the memory of
   // one that is gone (a program that replaces its streams, or a benchmark's next round), not an
   // empty shard next to a full one that nobody uses.
@@ -24,7 +26,10 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   return c;
 }
 
-void pool_state::stream_gone(std::size_t shard) { shards_[shard]->streams.fetch_sub(1); }
+void pool_state::stream_gone(std::size_t shard) {
+  shards_[shard]->streams.fetch_sub(1);
+  gone_since_forget_.fetch_add(1, std::memory_order_acq_rel);
+}
 
 void pool_state::take_orphans(std::vector<stream_cache::entry>& entries,
                               const std::shared_ptr<timeline>& line) {

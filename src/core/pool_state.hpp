@@ -347,6 +347,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   // Slow-path statistics (fast-path ones live in the stream caches).
   std::atomic<std::uint64_t> allocations_{0}, deallocations_{0};
+  // Streams gone (stream_cache::orphan) since make_stream_cache last forgot orphaned caches.
+  std::atomic<std::size_t> gone_since_forget_{0};
   std::atomic<std::uint64_t> fresh_allocations_{0}, ready_reuses_{0}, waited_reuses_{0};
   std::atomic<std::uint64_t> device_waits_{0}, host_waits_{0};
   std::atomic<std::uint64_t> upstream_allocations_{0}, upstream_deallocations_{0};

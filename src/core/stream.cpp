@@ -59,7 +59,9 @@ void stream::release() {
     stream dying(std::move(*this));  // the destructor: waits, then destroys the queue
     return;
   }
-  (void)state_->line->close();  // throws before it changes anything; the queue is its owner's
+  // Throws (recording the marker failed) before the queue is dropped: the stream stays usable.
+  // The queue is its owner's to destroy.
+  (void)state_->line->close();
   state_.reset();
 }
 

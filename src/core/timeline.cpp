@@ -132,9 +132,8 @@ native_queue timeline::close() {
   std::vector<std::shared_ptr<detail::stream_cache>> caches;
   {
     std::lock_guard lock(mu_);
-    (void)record_locked();  // the last marker: after everything ever submitted to the queue
-    caches = drop_queue_locked(q);
-    advance_locked();  // retires at once if the queue was idle
+    (void)record_locked();          // the last marker: after everything ever submitted to the queue
+    caches = drop_queue_locked(q);  // nothing below throws: the caches always go back
   }
   // The memory may still be in use on the device: it goes back with a token on this timeline,
   // which the last marker covers, so reuse elsewhere waits for it (never for the queue).

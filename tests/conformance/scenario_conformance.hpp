@@ -182,6 +182,7 @@ class ScenarioConformance : public ::testing::Test {
       std::vector<void*> held;
       for (int i = 0; i < 8; ++i) held.push_back(p.allocate(*a, block));
       void* x = held.back();
+      void* y = nullptr;
       held.pop_back();
       {
         [[maybe_unused]] typename traits::busy_scope slow;
@@ -191,7 +192,7 @@ class ScenarioConformance : public ::testing::Test {
         p.deallocate(*a, x);
         if (how == stream_a::wrapper_released) a->release();
         const pool_statistics before = p.statistics();
-        void* y = p.allocate(b, block);
+        y = p.allocate(b, block);
         EXPECT_EQ(y, x) << "expected the busy block to be reused across streams";
         EXPECT_EQ(p.statistics().waited_reuses, before.waited_reuses + 1);
         fill_bytes(b, y, block, 0x55);
@@ -204,7 +205,7 @@ class ScenarioConformance : public ::testing::Test {
           std::count_if(h.begin(), h.end(), [](std::uint8_t c) { return c != 0x55; }));
       if (wrong != 0) ++failures;
       EXPECT_EQ(wrong, 0u) << "trial " << trial << ": stream A's write landed after stream B's";
-      p.deallocate(b, x);
+      p.deallocate(b, y);  // x, unless the expectation above failed (then x is free already)
       for (void* q : held) p.deallocate(b, q);
       b.synchronize();
     }

@@ -156,6 +156,21 @@ class ReleasedStreams(unittest.TestCase):
         owner.close()
         self.assertEqual(device.violations(), [])
 
+    def test_a_collected_stream_is_closed_for_those_holding_its_life(self):
+        # streampool.cupy's blocks keep a wrapper's _Life, not the wrapper: once the wrapper is
+        # collected (its handle destroyed), they must see it closed and free without it.
+        device = sp.Device.host()
+        owner = sp.Stream(device)
+        wrapper = sp.Stream.wrap(device, owner.native)
+        life = wrapper._life
+        self.assertTrue(life.try_enter())
+        life.leave()
+        del wrapper
+        gc.collect()
+        self.assertTrue(life.closed)
+        self.assertFalse(life.try_enter())
+        owner.close()
+
     def test_release_native_stream(self):
         self.assertEqual(sp.release_native_stream(0x1234), 0)  # never handed to streampool
         with self.assertRaises(TypeError):
