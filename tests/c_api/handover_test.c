@@ -17,6 +17,20 @@ static uint64_t waited_reuses(sp_pool_t p) {
   return st.waited_reuses;
 }
 
+/* The device's default pool. */
+static sp_pool_t default_pool(sp_device_t d) {
+  sp_pool_t p = NULL;
+  OK(sp_device_default_pool(d, &p));
+  return p;
+}
+
+/* The end of every test: the pool handle goes, the race detector saw nothing, the device goes. */
+static void finish(sp_device_t d, sp_pool_t p) {
+  OK(sp_pool_destroy(p));
+  expect_no_violations(d);
+  OK(sp_device_destroy(d));
+}
+
 /* Every byte of [dev, dev + n) reads `value`. */
 static int all_bytes(sp_stream_t s, const void* dev, unsigned char value) {
   static unsigned char host[block_bytes];
@@ -32,8 +46,7 @@ static int all_bytes(sp_stream_t s, const void* dev, unsigned char value) {
  * handle's value, used again afterwards, gets a fresh wrapper. */
 static void test_native_release(void) {
   sp_device_t d = checking_device_with_delay(200);
-  sp_pool_t p = NULL;
-  OK(sp_device_default_pool(d, &p));
+  sp_pool_t p = default_pool(d);
   sp_stream_t owner = NULL, other = NULL;
   OK(sp_stream_create(d, &owner));
   OK(sp_stream_create(d, &other));
@@ -83,16 +96,13 @@ static void test_native_release(void) {
   OK(sp_stream_destroy(owner));
   OK(sp_native_stream_release(other_native, NULL));
   OK(sp_stream_destroy(other));
-  OK(sp_pool_destroy(p));
-  expect_no_violations(d);
-  OK(sp_device_destroy(d));
+  finish(d, p);
 }
 
 /* sp_stream_release: a wrapper of a queue its owner destroys next, ended without waiting. */
 static void test_stream_release(void) {
   sp_device_t d = checking_device_with_delay(200);
-  sp_pool_t p = NULL;
-  OK(sp_device_default_pool(d, &p));
+  sp_pool_t p = default_pool(d);
   sp_stream_t owner = NULL, other = NULL, wrapper = NULL;
   OK(sp_stream_create(d, &owner));
   OK(sp_stream_create(d, &other));
@@ -119,16 +129,13 @@ static void test_stream_release(void) {
   sp_stream_t own = NULL;
   OK(sp_stream_create(d, &own));
   OK(sp_stream_release(own));
-  OK(sp_pool_destroy(p));
-  expect_no_violations(d);
-  OK(sp_device_destroy(d));
+  finish(d, p);
 }
 
 /* sp_memory_acquire and sp_memory_synchronize, and their refusals. */
 static void test_memory_handover(void) {
   sp_device_t d = checking_device_with_delay(100);
-  sp_pool_t p = NULL;
-  OK(sp_device_default_pool(d, &p));
+  sp_pool_t p = default_pool(d);
   sp_stream_t a = NULL, b = NULL;
   OK(sp_stream_create(d, &a));
   OK(sp_stream_create(d, &b));
@@ -155,9 +162,7 @@ static void test_memory_handover(void) {
   OK(sp_pool_deallocate(p, x, NULL));
   OK(sp_stream_destroy(a));
   OK(sp_stream_destroy(b));
-  OK(sp_pool_destroy(p));
-  expect_no_violations(d);
-  OK(sp_device_destroy(d));
+  finish(d, p);
 }
 
 int main(void) {
