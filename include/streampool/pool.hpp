@@ -47,6 +47,8 @@
 
 namespace streampool {
 
+struct pool_snapshot;  // streampool/snapshot.hpp
+
 struct pool_options {
   /// Upper bound on reserved bytes. 0 = take STREAMPOOL_MEMORY_LIMIT from the environment
   /// (bytes, with optional K/M/G suffix, or a percentage of the device like "80%"), else none.
@@ -177,6 +179,10 @@ class STREAMPOOL_EXPORT pool {
   void remove_reclaim_hook(std::uint64_t id);
 
   [[nodiscard]] pool_statistics statistics() const;
+  /// Every range and block of the pool, the stream caches and the statistics
+  /// (streampool/snapshot.hpp). Reads one lock at a time: no thread waits for more than one
+  /// cache, size class or large shard to be read.
+  [[nodiscard]] pool_snapshot snapshot() const;
   /// @throws logic_error when the device was destroyed (the pool outlived it through arrays)
   [[nodiscard]] device get_device() const;
   /// The pool's process-unique id, as error messages name it.

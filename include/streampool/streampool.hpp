@@ -8,5 +8,7 @@
 #include "streampool/host.hpp"
 #include "streampool/kernel.hpp"
 #include "streampool/pool.hpp"
+#include "streampool/report.hpp"
+#include "streampool/snapshot.hpp"
 #include "streampool/stream.hpp"
 #include "streampool/timeline.hpp"
