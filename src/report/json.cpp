@@ -281,7 +281,7 @@ class parser {
           break;
         default:
           --pos_;
-          fail("an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+          fail(R"(an escape (\" \\ \/ \b \f \n \r \t \uXXXX))");
       }
     }
   }
