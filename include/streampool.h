@@ -300,6 +300,13 @@ SP_API sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* 
  *  docs/snapshot.schema.json (docs/memory-picture.md). *json stays valid until the next call of
  *  this function on this thread; *length (may be NULL) is its length without the NUL. */
 SP_API sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size_t* length);
+/** The memory picture of a snapshot's JSON (what sp_pool_snapshot_json wrote, `length` bytes): one
+ *  self-contained HTML page with the block map and the fragmentation summary
+ *  (docs/memory-picture.md). `title` may be NULL. *html stays valid until the next call of this
+ *  function on this thread; *html_length (may be NULL) is its length. Fails with
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT naming the byte offset for JSON it cannot read. */
+SP_API sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title,
+                                    const char** html, size_t* html_length);
 /** 0 = no limit. Takes effect for later growth; never frees live memory. */
 SP_API sp_status_t sp_pool_set_memory_limit(sp_pool_t pool, size_t bytes);
 SP_API sp_status_t sp_pool_get_memory_limit(sp_pool_t pool, size_t* bytes);

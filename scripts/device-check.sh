@@ -12,6 +12,10 @@
 #           here; installed with --no-index into a venv that sees the machine's torch and cupy),
 #           with neither PYTHONPATH nor STREAMPOOL_LIBRARY
 #   replay  the GPT-2 trace through streampool on CUDA
+#   picture the memory picture from real runs (docs/memory-picture.md): a snapshot of the PyTorch
+#           plug-in's pool taken mid-training (GPT-2, step 2, after the forward pass) and its page
+#           (python -m streampool.report); `replay --html` of the GPT-2 trace on CUDA. Into $OUT:
+#           gpt2-snapshot.json, gpt2-snapshot.html, replay-cuda.html
 #   bench   gpu_pool_bench, compiled here against the carried library and PyTorch's c10 (its
 #           anchors: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator)
 #   e2e     bench/torch/run.py: GPT-2 and ResNet-50 training and the multi-stream server under
@@ -101,6 +105,21 @@ if has replay; then
   run replay env LD_LIBRARY_PATH="${lib}" .gpurun/bin/replay --backend cuda --backend host \
     --backend exact bench/traces/gpt2-train.txt.gz
   sed -n '/^| allocator/,$p' "${out}/replay.txt"
+fi
+
+if has picture; then
+  run picture_train env PYTHONPATH="${root}/python" PYTHONUNBUFFERED=1 python3 \
+    bench/torch/workload.py --allocator streampool --workload gpt2 --warmup 1 --steps 2 \
+    --snapshot "2:${out}/gpt2-snapshot.json" --json /tmp/picture-train.json
+  run picture_report env PYTHONPATH="${root}/python" python3 -m streampool.report \
+    "${out}/gpt2-snapshot.json" -o "${out}/gpt2-snapshot.html" \
+    --title "streampool under PyTorch: GPT-2 training, step 2, after the forward pass"
+  run picture_replay env LD_LIBRARY_PATH="${lib}" .gpurun/bin/replay --backend cuda \
+    --backend exact --backend exact-granular --html "${out}/replay-cuda.html" \
+    bench/traces/gpt2-train.txt.gz
+  cat "${out}/picture_report.txt"
+  sed -n '/^| allocator/,$p' "${out}/picture_replay.txt"
+  rm -f "${out}/picture_train.txt" "${out}/picture_report.txt" "${out}/picture_replay.txt"
 fi
 
 if has bench; then

@@ -35,6 +35,9 @@ def parse():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--snapshot", metavar="STEP:FILE",
+                    help="streampool: write the plug-in pool's snapshot (docs/memory-picture.md) "
+                         "to FILE in training step STEP, after the forward pass (activations live)")
     return ap.parse_args()
 
 
@@ -87,6 +90,17 @@ def trace_phase(name):
         _capi.lib.sp_torch_trace_phase(name.encode())
 
 
+def snapshot_if_asked(step):
+    """--snapshot STEP:FILE: the plug-in pool's snapshot JSON, taken mid-step (no synchronize: a
+    snapshot reads the pool, not the device)."""
+    if not ARGS.snapshot or ARGS.allocator != "streampool":
+        return
+    at, path = ARGS.snapshot.split(":", 1)
+    if int(at) == step:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(streampool.torch.pool().snapshot_json())
+
+
 def timed_steps(step_fn, n_warmup, n_steps):
     """Runs warm-up then timed steps; a step ends when the device is done (synchronize)."""
     times, per_step = [], []
@@ -113,6 +127,7 @@ def train(opt, batches, loss_of):
     def step(i):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = loss_of(batches[i % len(batches)])
+        snapshot_if_asked(i)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
