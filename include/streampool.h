@@ -296,6 +296,10 @@ static inline sp_status_t sp_pool_statistics_init(sp_pool_statistics_t* statisti
 /** Fills the fields that statistics->struct_size covers (initialise it with
  *  sp_pool_statistics_init). */
 SP_API sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics);
+/** The pool's snapshot (every range and block, the stream caches, the statistics) as JSON, schema
+ *  docs/snapshot.schema.json (docs/memory-picture.md). *json stays valid until the next call of
+ *  this function on this thread; *length (may be NULL) is its length without the NUL. */
+SP_API sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size_t* length);
 /** 0 = no limit. Takes effect for later growth; never frees live memory. */
 SP_API sp_status_t sp_pool_set_memory_limit(sp_pool_t pool, size_t bytes);
 SP_API sp_status_t sp_pool_get_memory_limit(sp_pool_t pool, size_t* bytes);

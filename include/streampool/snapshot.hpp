@@ -61,7 +61,9 @@ enum class block_place : std::uint8_t {
 struct snapshot_block {
   std::size_t offset = 0;  ///< from the range's base
   std::size_t size = 0;    ///< bytes
-  std::size_t chunks = 1;  ///< slabs: chunks in this run; 1 for large blocks
+  /// Slabs: chunks in this run; 0 for a slab's tail, too small for a chunk (slack, never handed
+  /// out, not counted as free). 1 for large blocks.
+  std::size_t chunks = 1;
   block_status status = block_status::free;
   block_place place = block_place::none;
   /// The stream (timeline id) a block belongs to, 0 where none is known: live large blocks, the
@@ -87,8 +89,8 @@ struct snapshot_range {
   std::size_t bytes = 0;           ///< the address span
   std::size_t reserved_bytes = 0;  ///< memory behind it (virtual ranges: the mapped granules)
   range_kind kind = range_kind::segment;
-  std::size_t chunk_bytes = 0;  ///< slabs: the size of its class; 0 otherwise
-  std::size_t shard = 0;        ///< segments and virtual ranges: the large shard holding it
+  std::size_t chunk_bytes = 0;         ///< slabs: the size of its class; 0 otherwise
+  std::size_t shard = 0;               ///< segments and virtual ranges: the large shard holding it
   std::vector<snapshot_block> blocks;  ///< address order, tiling [0, bytes)
 };
 
@@ -113,7 +115,8 @@ struct snapshot_summary {
     std::size_t free_bytes = 0;
   };
   std::size_t live_bytes = 0;
-  std::size_t free_bytes = 0;       ///< free with memory behind it
+  std::size_t free_bytes =
+      0;  ///< free with memory behind it (not slabs' tails: reserved - live - free)
   std::size_t free_ready_bytes = 0;  ///< of those, reusable by any stream with no wait
   std::size_t free_pending_bytes = 0;
   std::size_t largest_free_block = 0;  ///< the largest free block with memory behind it
@@ -128,10 +131,10 @@ struct pool_snapshot {
   std::uint64_t device_id = 0;
   std::string backend;  ///< the backend's name (backend::name())
   std::size_t granularity = 0;
-  std::size_t vm_granularity = 0;  ///< 0 without virtual memory
-  bool virtual_memory = false;     ///< large blocks on virtual memory
-  std::uint64_t taken_unix_ns = 0;  ///< wall clock when taken
-  pool_statistics statistics;       ///< read before the ranges
+  std::size_t vm_granularity = 0;      ///< 0 without virtual memory
+  bool virtual_memory = false;         ///< large blocks on virtual memory
+  std::uint64_t taken_unix_ns = 0;     ///< wall clock when taken
+  pool_statistics statistics;          ///< read before the ranges
   std::vector<snapshot_range> ranges;  ///< address order
   std::vector<snapshot_cache> caches;  ///< by timeline id
 };

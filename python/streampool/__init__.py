@@ -31,6 +31,7 @@ from __future__ import annotations
 import array as _array
 import ctypes
 import functools
+import json
 import numbers
 import operator
 import struct
@@ -655,6 +656,19 @@ class Pool:
         nbytes = _integer(nbytes, "Pool.memory_limit")
         with _Using("Pool.memory_limit", self):
             _check(_lib.sp_pool_set_memory_limit(self._handle, nbytes))
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every range and block of the pool, its stream caches and statistics, as the JSON of
+        docs/snapshot.schema.json parsed (docs/memory-picture.md). ``streampool.report`` draws
+        it; ``json.dump`` saves it."""
+        return json.loads(self.snapshot_json())
+
+    def snapshot_json(self) -> str:
+        """snapshot() as the library's JSON text."""
+        with _Using("Pool.snapshot", self):
+            text, n = ctypes.c_void_p(), ctypes.c_size_t()
+            _check(_lib.sp_pool_snapshot_json(self._handle, ctypes.byref(text), ctypes.byref(n)))
+            return ctypes.string_at(text.value, n.value).decode() if text.value else ""
 
     def trim(self) -> int:
         with _Using("Pool.trim", self):

@@ -154,6 +154,7 @@ _signatures = {
     "sp_pool_set_memory_limit": (status, [c_ptr, c_size]),
     "sp_pool_get_memory_limit": (status, [c_ptr, _P(c_size)]),
     "sp_pool_trim": (status, [c_ptr, _P(c_size)]),
+    "sp_pool_snapshot_json": (status, [c_ptr, _P(c_ptr), _P(c_size)]),
     "sp_pool_add_reclaim_hook": (status, [c_ptr, RECLAIM_FN, c_ptr, _P(c_u64)]),
     "sp_pool_remove_reclaim_hook": (status, [c_ptr, c_u64]),
     "sp_memcpy_to_device": (status, [c_ptr, c_ptr, c_ptr, c_size]),

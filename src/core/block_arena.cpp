@@ -191,7 +191,8 @@ arena_block* block_arena::merge_and_index(arena_block* b) {
   return b;
 }
 
-arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n) {
+arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n,
+                               std::uint64_t stream) {
   STREAMPOOL_ASSERT(b->state == block_state::mapped && at >= b->start && at + n <= b->end() &&
                     n > 0);
   unindex(b);
@@ -204,6 +205,7 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n)
   b->state = block_state::live;
   b->tokens.clear();
   b->absorbed_complete = false;
+  b->stream = stream;
   live_.emplace(b->start, b);
   return b;
 }

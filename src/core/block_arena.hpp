@@ -87,6 +87,8 @@ struct arena_block {
   // the "merged" invariant above is exempt at its boundaries. Cleared when it is handed out.
   bool absorbed_complete = false;
   token_set tokens;  // mapped: what reuse waits for; live: recorded uses
+  // Live: the timeline id of the stream it was handed to, for snapshots (0: not known).
+  std::uint64_t stream = 0;
   // Where the block is in its free set, while it is indexed (mapped, or unmapped).
   mapped_set::iterator in_mapped;
   unmapped_set::iterator in_unmapped;
@@ -132,8 +134,9 @@ class block_arena {
   }
 
   /// Hands out [at, at + n) of the mapped free block `b`. What is left of `b` before and after
-  /// stays free with b's tokens. Returns the live block (tokens cleared: the caller took them).
-  arena_block* take(arena_block* b, std::uintptr_t at, std::size_t n);
+  /// stays free with b's tokens. Returns the live block (tokens cleared: the caller took them),
+  /// marked as handed to the stream of timeline id `stream` (0: not known).
+  arena_block* take(arena_block* b, std::uintptr_t at, std::size_t n, std::uint64_t stream = 0);
   /// Frees the live block `b` with `tokens`; merges it with free mapped neighbours (token union).
   /// Returns the merged free block.
   arena_block* release(arena_block* b, token_set tokens);

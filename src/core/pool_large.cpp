@@ -136,7 +136,7 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
     if (pick == nullptr && pending_ok) pick = fallback;
     if (pick == nullptr) return nullptr;
     waits = pick->tokens;
-    start = sh.arena.take(pick, pick->start, size)->start;
+    start = sh.arena.take(pick, pick->start, size, cache.timeline_id())->start;
     count_large_out(sh, /*fresh=*/false, !all_ready_for(waits, me));
   }
   return hand_out_large(s, cache, start, size, waits);

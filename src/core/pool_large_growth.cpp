@@ -369,7 +369,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       arena_block* holder = arena.join(block_arena::block_at(*range, extent_lo), extent_hi);
       STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
       waits = holder->tokens;
-      b = arena.take(holder, extent_lo, extent_hi - extent_lo);
+      b = arena.take(holder, extent_lo, extent_hi - extent_lo, cache.timeline_id());
       fresh_memory = !targets.empty();
     }
     // Device work, under growth_mu_ only: unmap the sources, map everything into the window.
@@ -421,7 +421,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       if (extent_lo != window || extent_hi != window + size) {
         // Mapped now: the parts around the window become free (behind the same waits).
         arena_block* f = target->arena.release(b, waits);
-        b = target->arena.take(f, window, size);
+        b = target->arena.take(f, window, size, cache.timeline_id());
       }
       count_large_out(*target, fresh_memory, !all_ready_for(waits, me));
     }

@@ -42,7 +42,7 @@ void* pool_state::grow_segment(stream_ref s, stream_cache& cache, std::size_t si
   {
     std::lock_guard lock(own.mu);
     r->arena = own.arena.add_range(to_addr(base), bytes, block_state::mapped, r);
-    (void)own.arena.take(r->arena->first, to_addr(base), size);
+    (void)own.arena.take(r->arena->first, to_addr(base), size, cache.timeline_id());
     count_large_out(own, /*fresh=*/true, /*waits=*/false);
   }
   {

@@ -9,6 +9,7 @@
 //                          out-of-memory ladder
 //   pool_trim.cpp          trim and statistics
 //   pool_validate.cpp      validate(): the invariants below, checked
+//   pool_snapshot.cpp      snapshot(): every range and block, one lock at a time
 //   pool_large.cpp         large blocks: reuse, frees, trim (both paths)
 //   pool_large_growth.cpp  large blocks on virtual memory: growth, remapping, give-back
 //   pool_segments.cpp      large blocks without virtual memory: segment growth and give-back
@@ -113,6 +114,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::uint64_t add_reclaim_hook(std::function<void(std::size_t)> hook);
   void remove_reclaim_hook(std::uint64_t id);
   [[nodiscard]] pool_statistics statistics() const;
+  /// pool::snapshot(): pool_snapshot.cpp.
+  [[nodiscard]] pool_snapshot snapshot() const;
 
   /// Checks every invariant written above (and those of the stream caches, block arenas and slab
   /// pages under it), each under the locks that guard what it relates (pool_validate.cpp); other

@@ -64,6 +64,16 @@ std::size_t stream_cache::cached_bytes() const {
   return n;
 }
 
+stream_cache::contents stream_cache::copy() const {
+  contents out;
+  const std::lock_guard lock(mu_);
+  out.line = line_.lock();
+  out.gone = orphaned_ || detached_;
+  for (std::size_t c = 0; c < max_classes; ++c)
+    for (const entry& e : bins_[c]) out.entries.emplace_back(c, e);
+  return out;
+}
+
 bool stream_cache::orphaned() const {
   const std::lock_guard lock(mu_);
   return orphaned_;

@@ -169,6 +169,16 @@ class alignas(64) stream_cache {
   /// The timeline retired (takes mu_): the cache is empty for good.
   [[nodiscard]] bool orphaned() const;
 
+  // ---- snapshots (pool_state::snapshot) ----
+
+  /// What the cache holds, copied under one hold of mu_.
+  struct contents {
+    std::shared_ptr<timeline> line;                      // null once the stream is gone
+    bool gone = false;                                   // orphaned or detached: empty for good
+    std::vector<std::pair<std::size_t, entry>> entries;  // (size class, entry)
+  };
+  [[nodiscard]] contents copy() const;
+
   // ---- validation (pool_state::validate holds every cache's lock at once) ----
 
   [[nodiscard]] std::unique_lock<spinlock> hold() const { return std::unique_lock(mu_); }

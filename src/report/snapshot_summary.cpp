@@ -19,7 +19,7 @@ snapshot_summary summarize(const pool_snapshot& s) {
       if (b.status == block_status::live) {
         sum.live_bytes += b.size;
         c.live_bytes += b.size;
-      } else if (b.status == block_status::free) {
+      } else if (b.status == block_status::free && b.chunks != 0) {  // (0: a slab's tail)
         sum.free_bytes += b.size;
         c.free_bytes += b.size;
         (b.pending() ? sum.free_pending_bytes : sum.free_ready_bytes) += b.size;

@@ -175,6 +175,21 @@ static void test_statistics(void) {
   CHECK(st.live_bytes == 16 * 4096);
   CHECK(st.allocations == 16);
   CHECK(st.reserved_bytes >= st.live_bytes);
+  {
+    /* The snapshot's JSON: versioned, and its summary agrees with the statistics. */
+    const char* json = NULL;
+    size_t length = 0;
+    char live[64];
+    OK(sp_pool_snapshot_json(p, &json, &length));
+    CHECK(json != NULL && length == strlen(json));
+    CHECK(strstr(json, "\"schema_version\":1") != NULL);
+    snprintf(live, sizeof live, "\"summary\":{\"live_bytes\":%zu,", st.live_bytes);
+    CHECK(strstr(json, live) != NULL);
+    FAILS(sp_pool_snapshot_json(NULL, &json, &length), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          "pool is NULL");
+    FAILS(sp_pool_snapshot_json(p, NULL, &length), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          "json is NULL");
+  }
   for (i = 0; i < 16; ++i) OK(sp_pool_deallocate(p, ptrs[i], s));
   OK(sp_pool_get_statistics(p, &st));
   CHECK(st.live_bytes == 0);

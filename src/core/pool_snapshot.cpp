@@ -1,0 +1,219 @@
+// streampool: snapshot(), every range and block of the pool (streampool/snapshot.hpp).
+//
+// The pool is read one lock at a time, in the order of pool_state.hpp: each stream cache under its
+// own lock, then each size class under its lock with the segment registry's (what validate_small
+// holds for one class), then each large shard under its lock. No thread waits for more than one
+// of those reads, and none for the driver: growth_mu_, held across driver calls, is not taken.
+// What moves between two reads is seen where each read found it: a chunk a stream took from its
+// cache after the cache was read shows as live (its state byte, read later, decides), and a chunk
+// on its way between two lists as in transit. Whether a token is complete is asked after every
+// lock is released (token::ready_for may poll the timeline's marker, which a pool lock must not be
+// held across; pool_state.hpp, "Order").
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "pool_state.hpp"
+#include "streampool/snapshot.hpp"
+
+namespace streampool::detail {
+namespace {
+
+/// A block's tokens as the pool holds them, resolved into snapshot_tokens once no lock is held.
+struct unresolved {
+  std::size_t range;  // index into pool_snapshot::ranges
+  std::size_t block;  // index into that range's blocks
+  token_set tokens;
+};
+
+/// A free chunk of a stream's cache: reused there with no wait; elsewhere after (line, at).
+struct cached_chunk {
+  std::uint64_t timeline_id;
+  std::shared_ptr<timeline> line;  // null once the stream is gone: nothing to wait for
+  timeline::point at;
+};
+
+/// True when two adjacent chunks may be one block of the snapshot: they agree in everything the
+/// snapshot says of them (tokens: the same timelines; the run keeps each one's latest point).
+bool same_run(const snapshot_block& b, block_status status, block_place place, std::uint64_t stream,
+              const token_set& run_tokens, const token_set& tokens) {
+  if (b.status != status || b.place != place || b.stream != stream) return false;
+  if (run_tokens.size() != tokens.size()) return false;
+  for (std::size_t i = 0; i < tokens.size(); ++i)
+    if (run_tokens[i].line != tokens[i].line) return false;
+  return true;
+}
+
+}  // namespace
+
+pool_snapshot pool_state::snapshot() const {
+  pool_snapshot out;
+  out.pool_id = id_;
+  out.device_id = device_id_;
+  out.backend = backend_->name();
+  out.granularity = backend_->caps().granularity;
+  out.virtual_memory = virtual_large_;
+  out.vm_granularity = virtual_large_ ? vm_granule() : 0;
+  out.taken_unix_ns =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  out.statistics = statistics();
+  std::vector<unresolved> tokens_of;
+
+  // ---- stream caches: one hold each ----
+  std::unordered_map<const void*, cached_chunk> in_cache;
+  for (const std::shared_ptr<stream_cache>& c : caches()) {
+    const stream_cache::contents held = c->copy();
+    snapshot_cache sc;
+    sc.timeline = c->timeline_id();
+    sc.shard = c->shard();
+    sc.stream_gone = held.gone || held.line == nullptr;
+    std::array<std::size_t, max_classes> count{};
+    for (const auto& [cls, e] : held.entries) {
+      ++count[cls];
+      in_cache.emplace(e.p, cached_chunk{sc.timeline, held.line, e.at});
+    }
+    for (std::size_t cls = 0; cls < max_classes; ++cls) {
+      if (count[cls] == 0) continue;
+      sc.bins.push_back({class_size(cls), count[cls]});
+      sc.bytes += count[cls] * class_size(cls);
+    }
+    out.caches.push_back(std::move(sc));
+  }
+  std::sort(
+      out.caches.begin(), out.caches.end(),
+      [](const snapshot_cache& a, const snapshot_cache& b) { return a.timeline < b.timeline; });
+
+  // ---- slabs: one size class at a time ----
+  for (std::size_t cls = 0; cls < max_classes; ++cls) {
+    const std::lock_guard class_lock(shared_[cls].mu);
+    const std::lock_guard segments(segments_mu_);
+    std::unordered_map<const void*, const token_set*> in_shared;
+    for (const free_chunk& c : shared_[cls].chunks) in_shared.emplace(c.p, &c.tokens);
+    for (const auto& [base, sl] : slabs_) {
+      if (sl->size_class != cls) continue;
+      snapshot_range r;
+      r.base = to_addr(base);
+      r.bytes = sl->bytes;
+      r.reserved_bytes = sl->bytes;
+      r.kind = range_kind::slab;
+      r.chunk_bytes = sl->chunk_size;
+      std::vector<bool> never_used(sl->chunks, false);
+      for (std::size_t k = std::min(sl->carved, sl->chunks); k < sl->chunks; ++k)
+        never_used[sl->carve_index(k)] = true;
+      const std::size_t range_index = out.ranges.size();
+      token_set run_tokens;  // the tokens of r.blocks.back()
+      const auto flush_tokens = [&] {
+        if (!run_tokens.empty())
+          tokens_of.push_back({range_index, r.blocks.size() - 1, std::move(run_tokens)});
+        run_tokens.clear();
+      };
+      for (std::size_t i = 0; i < sl->chunks; ++i) {
+        const void* p = sl->chunk_at(i);
+        block_status status = block_status::live;
+        block_place place = block_place::none;
+        std::uint64_t stream = 0;
+        token_set tokens;
+        if (sl->state(i).load(std::memory_order_acquire) == chunk_free) {
+          status = block_status::free;
+          if (auto s = in_shared.find(p); s != in_shared.end()) {
+            place = block_place::shared_list;
+            tokens = *s->second;
+          } else if (auto c = in_cache.find(p); c != in_cache.end()) {
+            place = block_place::stream_cache;
+            stream = c->second.timeline_id;
+            if (c->second.line) tokens.push_back({c->second.line, c->second.at});
+          } else {
+            place = never_used[i] ? block_place::never_used : block_place::in_transit;
+          }
+        }
+        if (!r.blocks.empty() &&
+            same_run(r.blocks.back(), status, place, stream, run_tokens, tokens)) {
+          snapshot_block& b = r.blocks.back();
+          b.size += sl->chunk_size;
+          ++b.chunks;
+          for (std::size_t t = 0; t < tokens.size(); ++t)
+            run_tokens[t].at = std::max(run_tokens[t].at, tokens[t].at);
+          continue;
+        }
+        flush_tokens();
+        snapshot_block b;
+        b.offset = i * sl->chunk_size;
+        b.size = sl->chunk_size;
+        b.status = status;
+        b.place = place;
+        b.stream = stream;
+        r.blocks.push_back(b);
+        run_tokens = std::move(tokens);
+      }
+      flush_tokens();
+      // The slab's tail beyond its last chunk (bytes not a multiple of the chunk): never used.
+      if (const std::size_t end = sl->chunks * sl->chunk_size; end < sl->bytes) {
+        snapshot_block tail;
+        tail.offset = end;
+        tail.size = sl->bytes - end;
+        tail.chunks = 0;
+        tail.status = block_status::free;
+        tail.place = block_place::never_used;
+        r.blocks.push_back(tail);
+      }
+      out.ranges.push_back(std::move(r));
+    }
+  }
+
+  // ---- large blocks: one shard at a time ----
+  for (const auto& sh : shards_) {
+    const std::lock_guard shard_lock(sh->mu);
+    for (const auto& ar : sh->arena.ranges()) {
+      const auto* lr = static_cast<const large_range*>(ar->owner);
+      snapshot_range r;
+      r.base = ar->base;
+      r.bytes = ar->size;
+      r.kind = lr->virtual_range ? range_kind::virtual_range : range_kind::segment;
+      r.shard = sh->index;
+      r.reserved_bytes = ar->size;
+      if (lr->virtual_range) {
+        r.reserved_bytes = vm_granule() * static_cast<std::size_t>(std::count_if(
+                                              lr->handles.begin(), lr->handles.end(),
+                                              [](native_physical h) { return h != nullptr; }));
+      }
+      const std::size_t range_index = out.ranges.size();
+      for (const arena_block* a = ar->first; a != nullptr; a = a->next) {
+        snapshot_block b;
+        b.offset = a->start - ar->base;
+        b.size = a->size;
+        switch (a->state) {
+          case block_state::live:
+            b.status = block_status::live;
+            b.stream = a->stream;
+            break;
+          case block_state::mapped:
+            b.status = block_status::free;
+            b.place = block_place::large_free;
+            break;
+          case block_state::unmapped:
+            b.status = block_status::unmapped;
+            break;
+        }
+        if (!a->tokens.empty()) tokens_of.push_back({range_index, r.blocks.size(), a->tokens});
+        r.blocks.push_back(b);
+      }
+      out.ranges.push_back(std::move(r));
+    }
+  }
+
+  // ---- no lock held: is each token complete? ----
+  for (unresolved& u : tokens_of) {
+    std::vector<snapshot_token>& to = out.ranges[u.range].blocks[u.block].tokens;
+    for (const token& t : u.tokens) {
+      if (!t.line) continue;
+      to.push_back({t.line->id(), t.at, t.ready_for(nullptr)});
+    }
+  }
+  std::sort(out.ranges.begin(), out.ranges.end(),
+            [](const snapshot_range& a, const snapshot_range& b) { return a.base < b.base; });
+  return out;
+}
+
+}  // namespace streampool::detail

@@ -1,0 +1,281 @@
+// pool::snapshot() (streampool/snapshot.hpp) on the host backend: what it says of each kind of
+// block, the invariants written in snapshot.hpp, its JSON both ways and its errors, and snapshots
+// taken while other threads allocate and free.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "streampool/streampool.hpp"
+
+namespace sp = streampool;
+
+namespace {
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+sp::device host_device(bool virtual_memory = true) {
+  return sp::device(
+      sp::make_host_backend({.granularity = 2 * MiB, .virtual_memory = virtual_memory}));
+}
+
+/// The invariants of snapshot.hpp; returns the first broken one, empty when all hold.
+std::string broken(const sp::pool_snapshot& s) {
+  std::uintptr_t end = 0;
+  for (const sp::snapshot_range& r : s.ranges) {
+    if (r.base < end) return "ranges overlap or are out of order at " + std::to_string(r.base);
+    end = r.base + r.bytes;
+    std::size_t at = 0;
+    for (const sp::snapshot_block& b : r.blocks) {
+      if (b.offset != at || b.size == 0) {
+        return "blocks of range " + std::to_string(r.base) + " do not tile it at offset " +
+               std::to_string(at);
+      }
+      at += b.size;
+      if (r.kind == sp::range_kind::slab && b.chunks != 0 && b.size != b.chunks * r.chunk_bytes)
+        return "a slab block is not a whole number of chunks";
+      if (b.status == sp::block_status::unmapped &&
+          (r.kind != sp::range_kind::virtual_range || !b.tokens.empty()))
+        return "an unmapped block outside a virtual range, or with tokens";
+    }
+    if (at != r.bytes) return "blocks of range " + std::to_string(r.base) + " end short";
+  }
+  return {};
+}
+
+/// The snapshot block holding address p, or null.
+const sp::snapshot_block* block_at(const sp::pool_snapshot& s, const void* p,
+                                   const sp::snapshot_range** range = nullptr) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (const sp::snapshot_range& r : s.ranges) {
+    if (a < r.base || a >= r.base + r.bytes) continue;
+    for (const sp::snapshot_block& b : r.blocks) {
+      if (a >= r.base + b.offset && a < r.base + b.offset + b.size) {
+        if (range != nullptr) *range = &r;
+        return &b;
+      }
+    }
+  }
+  return nullptr;
+}
+
+/// A token that stays pending while its stream lives: a point far beyond anything submitted.
+sp::token pending_token(const sp::stream& s) {
+  sp::token t = s.ref().now();
+  t.at += 1'000'000;
+  return t;
+}
+
+}  // namespace
+
+TEST(Snapshot, AnEmptyPool) {
+  sp::device d = host_device();
+  sp::pool p(d);
+  const sp::pool_snapshot s = p.snapshot();
+  EXPECT_EQ(s.schema_version, sp::snapshot_schema_version);
+  EXPECT_EQ(s.pool_id, p.id());
+  EXPECT_EQ(s.device_id, p.device_id());
+  EXPECT_EQ(s.backend, d.get_backend().name());
+  EXPECT_TRUE(s.virtual_memory);
+  EXPECT_TRUE(s.ranges.empty());
+  EXPECT_GT(s.taken_unix_ns, 0u);
+  const sp::snapshot_summary sum = sp::summarize(s);
+  EXPECT_EQ(sum.live_bytes + sum.free_bytes + sum.reserved_bytes, 0u);
+}
+
+TEST(Snapshot, SaysWhereEachKindOfBlockIs) {
+  sp::device d = host_device();
+  sp::pool p(d);
+  sp::stream s1(d), s2(d);
+  void* live_small = p.allocate(s1, 1000);
+  void* cached_small = p.allocate(s1, 1000);
+  void* shared_small = p.allocate(s2, 1000);
+  void* live_large = p.allocate(s2, 5 * MiB);
+  void* pending_large = p.allocate(s1, 7 * MiB);
+  p.deallocate(s1, cached_small);  // to s1's stream cache
+  const sp::token wait_s1 = pending_token(s1);
+  p.deallocate(shared_small, std::span(&wait_s1, 1));  // no stream: the shared list
+  p.deallocate(pending_large, std::span(&wait_s1, 1));
+
+  const sp::pool_snapshot s = p.snapshot();
+  ASSERT_EQ(broken(s), "");
+  const std::uint64_t line1 = s1.get_timeline()->id(), line2 = s2.get_timeline()->id();
+
+  const sp::snapshot_range* r = nullptr;
+  const sp::snapshot_block* b = block_at(s, live_small, &r);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(r->kind, sp::range_kind::slab);
+  EXPECT_EQ(r->chunk_bytes, p.block_size(live_small));
+  EXPECT_EQ(b->status, sp::block_status::live);
+
+  b = block_at(s, cached_small);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->status, sp::block_status::free);
+  EXPECT_EQ(b->place, sp::block_place::stream_cache);
+  EXPECT_EQ(b->stream, line1);
+
+  b = block_at(s, shared_small);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->place, sp::block_place::shared_list);
+  ASSERT_EQ(b->tokens.size(), 1u);
+  EXPECT_EQ(b->tokens[0].timeline, line1);
+  EXPECT_FALSE(b->tokens[0].complete);
+  EXPECT_TRUE(b->pending());
+
+  b = block_at(s, live_large, &r);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(r->kind, sp::range_kind::virtual_range);
+  EXPECT_EQ(b->status, sp::block_status::live);
+  EXPECT_EQ(b->stream, line2) << "a live large block names the stream it went to";
+  EXPECT_EQ(r->base + b->offset, reinterpret_cast<std::uintptr_t>(live_large));
+
+  b = block_at(s, pending_large);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->status, sp::block_status::free);
+  EXPECT_EQ(b->place, sp::block_place::large_free);
+  EXPECT_TRUE(b->pending());
+
+  // The stream caches: s1 holds one chunk of the class.
+  bool found = false;
+  for (const sp::snapshot_cache& c : s.caches) {
+    if (c.timeline != line1) continue;
+    found = true;
+    EXPECT_FALSE(c.stream_gone);
+    ASSERT_EQ(c.bins.size(), 1u);
+    EXPECT_EQ(c.bins[0].chunk_bytes, p.block_size(live_small));
+    EXPECT_EQ(c.bins[0].chunks, 1u);
+    EXPECT_EQ(c.bytes, c.bins[0].chunk_bytes);
+  }
+  EXPECT_TRUE(found);
+
+  // The summary agrees with the statistics, which were read first (nothing moved since).
+  const sp::snapshot_summary sum = sp::summarize(s);
+  EXPECT_EQ(sum.live_bytes, s.statistics.live_bytes);
+  EXPECT_EQ(sum.live_bytes, p.block_size(live_small) + p.block_size(live_large));
+  EXPECT_GE(sum.free_pending_bytes, p.block_size(live_small) + 7 * MiB);
+  EXPECT_EQ(sum.free_bytes, sum.free_ready_bytes + sum.free_pending_bytes);
+  EXPECT_LE(sum.reserved_bytes, s.statistics.reserved_bytes);
+  EXPECT_GE(sum.largest_free_block, 7 * MiB);
+
+  p.deallocate(s1, live_small);
+  p.deallocate(s2, live_large);
+}
+
+TEST(Snapshot, SlabRunsAreMergedAndSegmentsHaveNoUnmappedBlocks) {
+  sp::device d = host_device(/*virtual_memory=*/false);
+  sp::pool p(d);
+  sp::stream s(d);
+  std::vector<void*> chunks;
+  for (int i = 0; i < 100; ++i) chunks.push_back(p.allocate(s, 256));
+  void* large = p.allocate(s, 3 * MiB);
+  const sp::pool_snapshot snap = p.snapshot();
+  ASSERT_EQ(broken(snap), "");
+  const sp::snapshot_range* r = nullptr;
+  const sp::snapshot_block* b = block_at(snap, chunks[0], &r);
+  ASSERT_NE(b, nullptr);
+  // 100 chunks handed out (carved in a stride, so apart), the rest never used: at most a run
+  // between two of them, not one block per chunk.
+  EXPECT_LE(r->blocks.size(), 2u * 100 + 2);
+  EXPECT_LT(r->blocks.size(), r->bytes / r->chunk_bytes);
+  std::size_t live_chunks = 0;
+  for (const sp::snapshot_block& x : r->blocks)
+    if (x.status == sp::block_status::live) live_chunks += x.chunks;
+  EXPECT_EQ(live_chunks, 100u);
+  block_at(snap, large, &r);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->kind, sp::range_kind::segment);
+  for (void* c : chunks) p.deallocate(s, c);
+  p.deallocate(s, large);
+}
+
+TEST(Snapshot, JsonRoundTrips) {
+  sp::device d = host_device();
+  sp::pool p(d);
+  sp::stream s1(d), s2(d);
+  void* a = p.allocate(s1, 3000);
+  void* b = p.allocate(s2, 9 * MiB);
+  void* c = p.allocate(s1, 300);
+  p.deallocate(s1, c);
+  const sp::token t = pending_token(s2);
+  p.deallocate(b, std::span(&t, 1));
+  const sp::pool_snapshot snap = p.snapshot();
+  const std::string json = sp::to_json(snap);
+  EXPECT_NE(json.find("\"schema_version\":1"), std::string::npos);
+  EXPECT_NE(json.find("\"summary\""), std::string::npos);
+  const sp::pool_snapshot back = sp::snapshot_from_json(json);
+  EXPECT_EQ(sp::to_json(back), json);
+  EXPECT_EQ(back.ranges.size(), snap.ranges.size());
+  EXPECT_EQ(back.statistics.live_bytes, snap.statistics.live_bytes);
+  p.deallocate(s1, a);
+}
+
+TEST(Snapshot, BadJsonNamesWhereAndWhat) {
+  const auto message = [](const std::string& text) -> std::string {
+    try {
+      (void)sp::snapshot_from_json(text);
+    } catch (const sp::logic_error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(message("{\"schema\": ").find("at byte 11"), std::string::npos)
+      << message("{\"schema\": ");
+  EXPECT_NE(message("[1,2] x").find("the end of the document"), std::string::npos);
+  EXPECT_NE(message("{}").find("\"schema\" is missing"), std::string::npos) << message("{}");
+  EXPECT_NE(
+      message(R"({"schema":"streampool.snapshot","schema_version":2})").find("schema_version 2"),
+      std::string::npos);
+  std::string deep(100, '[');
+  EXPECT_NE(message(deep).find("less nesting"), std::string::npos);
+
+  // A field of the wrong type or value, in an otherwise good snapshot.
+  sp::device d = host_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* q = p.allocate(s, 4 * MiB);
+  std::string json = sp::to_json(p.snapshot());
+  const std::size_t at = json.find("\"status\":\"live\"");
+  ASSERT_NE(at, std::string::npos);
+  json.replace(at, std::strlen("\"status\":\"live\""), "\"status\":\"lively\"");
+  EXPECT_NE(message(json).find("status: unknown value \"lively\""), std::string::npos)
+      << message(json);
+  p.deallocate(s, q);
+}
+
+TEST(Snapshot, WhileOtherThreadsAllocateAndFree) {
+  sp::device d = host_device();
+  sp::pool p(d);
+  std::atomic<bool> stop{false};
+  std::atomic<int> running{0};  // threads past their first 200 operations
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      sp::stream s(d);
+      std::vector<void*> held;
+      for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        const std::size_t n =
+            (i % 7 == 0) ? (1 + (i + static_cast<unsigned>(t)) % 5) * MiB : 64 + (i * 37) % 4000;
+        if (i == 200) running.fetch_add(1);
+        held.push_back(p.allocate(s, n));
+        if (held.size() > 16) {
+          p.deallocate(s, held.front());
+          held.erase(held.begin());
+        }
+      }
+      for (void* q : held) p.deallocate(s, q);
+    });
+  }
+  while (running.load() < 3) std::this_thread::yield();  // every thread busy, not done
+  for (int i = 0; i < 50; ++i) {
+    const sp::pool_snapshot s = p.snapshot();
+    ASSERT_EQ(broken(s), "") << "snapshot " << i;
+    (void)sp::snapshot_from_json(sp::to_json(s));
+  }
+  stop = true;
+  for (std::thread& t : threads) t.join();
+  const sp::snapshot_summary sum = sp::summarize(p.snapshot());
+  EXPECT_EQ(sum.live_bytes, 0u);
+}
