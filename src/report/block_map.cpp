@@ -329,7 +329,7 @@ void write_legend(svg_writer& svg) {
   for (const auto& [cls, name] : items) {
     svg.rect(x, 8, 12, 12, cls);
     svg.text(x + 17, 18, name, "legend");
-    x += 17 + static_cast<double>(std::char_traits<char>::length(name)) * 6.6 + 18;
+    x += 17 + static_cast<double>(std::char_traits<char>::length(name)) * 6.1 + 22;
   }
 }
 

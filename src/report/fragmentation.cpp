@@ -11,7 +11,7 @@ namespace {
 
 constexpr int frag_width = 960;
 constexpr double bar_left = 150;  // the gutter left of the bars holds the rows' labels
-constexpr double bar_width = 500;
+constexpr double bar_width = 460;
 constexpr double text_left = bar_left + bar_width + 12;
 constexpr double bar_height = 16;
 constexpr double row_pitch = 24;
@@ -82,7 +82,8 @@ void write_fragmentation(std::string& out, const snapshot_summary& sum) {
                "bar-text");
     }
     y += row_pitch + 12;
-    svg.text(8, y + 12, "Live and free bytes per size class", "panel-title");
+    svg.text(8, y + 12, "Live and free bytes per size class (bars: shares of the class)",
+             "panel-title");
     y += 24;
     for (const snapshot_summary::by_size& c : sum.classes) {
       const std::size_t total = c.live_bytes + c.free_bytes;
