@@ -293,6 +293,27 @@ TEST(ReportPage, BlockMapGathersBlocksTooNarrowToDraw) {
   }
 }
 
+TEST(ReportPage, ManyRangesArePackedSideBySide) {
+  // The segment path makes a range per large request: 120 of them are not 120 rows.
+  sp::report_page page;
+  page.snapshot = sp::pool_snapshot{};
+  for (std::size_t i = 0; i < 120; ++i) {
+    sp::snapshot_range r;
+    r.base = 0x7f0000000000 + i * 64 * mib;
+    r.kind = sp::range_kind::segment;
+    r.bytes = r.reserved_bytes = 64 * mib;
+    r.blocks.push_back(block(0, 48 * mib, sp::block_status::live, sp::block_place::none, 1));
+    r.blocks.push_back(
+        block(48 * mib, 16 * mib, sp::block_status::free, sp::block_place::large_free));
+    page.snapshot->ranges.push_back(r);
+  }
+  const std::string map = svg_element(sp::render_html(page), "block-map");
+  EXPECT_NE(map.find("120 ranges side by side"), std::string::npos);
+  EXPECT_LT(attribute(map, "height"), 600);
+  EXPECT_NE(map.find("<title>segment 57 (64.0 MiB, shard 0): live 48.0 MiB, stream 1</title>"),
+            std::string::npos);
+}
+
 TEST(ReportPage, FragmentationNamesTheLargestFreeBlock) {
   const std::string html = sp::render_html(full_page());
   const std::string frag = svg_element(html, "fragmentation");

@@ -20,6 +20,8 @@ constexpr double line_pitch = 18;
 constexpr double row_gap = 6;  // between two rows
 /// The most lines a panel may take before its scale halves: keeps the map a page tall.
 constexpr std::size_t max_panel_lines = 64;
+/// Above this many large ranges, they are packed side by side instead of a row each.
+constexpr std::size_t max_range_rows = 8;
 
 /// What a block is drawn as; the order indexes the merged groups' byte counts.
 enum class look : std::uint8_t { live, ready, pending, unmapped };
@@ -229,9 +231,42 @@ const char* kind_name(range_kind k) {
   return "range";
 }
 
-/// Large ranges, one row each. Returns the y below the panel.
+/// Many large ranges (the segment path: one per large request, a hundred and more) side by side,
+/// in address order, a gap between two, on lines of a common scale: one row each would be a tall
+/// column of mostly empty rows. Each block's title names its range.
+double write_packed_ranges(svg_writer& svg, const std::vector<const snapshot_range*>& ranges,
+                           double top) {
+  std::size_t total = 0;
+  for (const snapshot_range* r : ranges) total += r->bytes;
+  const std::size_t per_line = bytes_per_line({total}, 16);
+  svg.text(8, top + 12,
+           "Large blocks: " + format_count(ranges.size()) +
+               " ranges side by side, one line = " + format_bytes(per_line),
+           "panel-title");
+  strip st(svg, top + 22, static_cast<double>(per_line) / strip_width);
+  st.new_row();
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const snapshot_range& r = *ranges[i];
+    const std::size_t extent = drawn_extent(r);
+    const std::string name = std::string(kind_name(r.kind)) + " " + std::to_string(i) + " (" +
+                             format_bytes(r.bytes) + ", shard " + std::to_string(r.shard) + "): ";
+    st.gap(4);
+    for (const snapshot_block& b : r.blocks) {
+      if (b.offset >= extent) break;
+      st.add(b.size, look_of(b), name + block_title(b, 0));
+    }
+  }
+  st.flush();
+  svg.text(8, st.row_y() + 11, format_count(ranges.size()) + " ranges", "row-label");
+  if (st.lines() > 1) svg.text(8, st.row_y(1) + 11, "in address order", "row-note");
+  return st.bottom();
+}
+
+/// Large ranges, one row each (a few: virtual ranges, a few segments). Returns the y below the
+/// panel.
 double write_large_panel(svg_writer& svg, const std::vector<const snapshot_range*>& ranges,
                          double top) {
+  if (ranges.size() > max_range_rows) return write_packed_ranges(svg, ranges, top);
   std::vector<std::size_t> extents;
   extents.reserve(ranges.size());
   for (const snapshot_range* r : ranges) extents.push_back(drawn_extent(*r));

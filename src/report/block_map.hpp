@@ -12,7 +12,8 @@
 //   - large blocks: one row per segment or virtual range, in address order, wrapping onto further
 //     lines like text when the range is longer than a line; a virtual range is drawn up to the end
 //     of its last mapped block (its address space beyond is said in the label, not drawn: it is
-//     twice the device);
+//     twice the device). More than 8 ranges (the segment path makes one per large request) are
+//     packed side by side with a gap between two, each block's title naming its range;
 //   - small blocks: one row per size class, that class's slabs side by side in address order.
 // Blocks narrower than a pixel are drawn together as one rect, in the colour of most of their
 // bytes, whose title counts them; a group that stays under a pixel is still drawn 1 px wide, so

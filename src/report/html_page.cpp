@@ -51,7 +51,8 @@ svg text { font-family: "DejaVu Sans", Verdana, sans-serif; font-size: 11px; fil
 .live-area { fill: #9cbde3; }
 .live-line { fill: none; stroke: #2b5d9b; stroke-width: 1.5; }
 .phase-rule { stroke: #777; stroke-width: 1; stroke-dasharray: 3 3; }
-.phase-label { fill: #555; font-size: 10px; }
+.phase-label { fill: #555; font-size: 10px; paint-order: stroke; stroke: #fff; stroke-width: 3px;
+               stroke-linejoin: round; }
 .peak-reserved { fill: #b85600; stroke: #fff; stroke-width: 1.5; }
 .peak-live { fill: #1f4a85; stroke: #fff; stroke-width: 1.5; }
 .peak-label { font-weight: bold; paint-order: stroke; stroke: #fff; stroke-width: 3px;

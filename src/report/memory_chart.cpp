@@ -14,12 +14,14 @@ namespace streampool::detail {
 namespace {
 
 // The chart's frame, in px. The left margin holds the byte axis' labels ("7.5 GiB"), the top the
-// title, the legend and a line of notes.
+// title, the legend, a line of notes and two rows of phase names (above the plot, where the peaks'
+// labels cannot cover them).
 constexpr int chart_width = 960;
-constexpr int chart_height = 250;
+constexpr int chart_height = 270;
 constexpr double margin_left = 72;
 constexpr double margin_right = 16;
-constexpr double margin_top = 46;
+constexpr double margin_top = 68;
+constexpr double phase_rows_top = 42;
 constexpr double margin_bottom = 34;
 constexpr double plot_left = margin_left;
 constexpr double plot_right = chart_width - margin_right;
@@ -141,24 +143,43 @@ void write_axes(svg_writer& svg, const byte_axis& ey, const event_axis& ex) {
   svg.text(plot_right, chart_height - 4, "events", "tick", text_anchor::end);
 }
 
-/// Vertical rules at the phases, names on up to two rows at the top of the plot; a name that
-/// would run into its neighbour on both rows is left off (its rule's title still gives it).
+/// Vertical rules at the phases, names on up to two rows above the plot. A rule starts at its own
+/// name's row, so a name on the lower row may reach past the next phase's rule when that rule
+/// starts on the upper row, and the reverse; placed left to right, a name goes on the upper row
+/// when it clears the previous upper name and its rule clears the previous lower name, else on the
+/// lower row when it clears the previous lower name, else it is left off and its rule starts at
+/// the plot (the rule's title still names it). So no rule crosses a name, however dense the phases.
 void write_phases(svg_writer& svg, const std::vector<trace_phase>& phases, const event_axis& ex) {
+  struct placed {
+    const trace_phase* phase;
+    double x;
+    int row;  // 0 upper, 1 lower, -1 no name
+  };
+  std::vector<placed> marks;
   double row_end[2] = {-1e9, -1e9};
   for (const trace_phase& ph : phases) {
     if (ph.first_event > ex.n) continue;
     const double x = ex.x(static_cast<double>(ph.first_event));
-    svg.begin_group("phase", "phase " + ph.name + " from event " + format_count(ph.first_event));
-    svg.line(x, plot_top, x, plot_bottom, "phase-rule");
-    const double width = static_cast<double>(ph.name.size()) * char_px + 6;
-    for (int row = 0; row < 2; ++row) {
-      if (x + 3 >= row_end[row]) {
-        svg.text(x + 3, plot_top + 11 + 12 * row, ph.name, "phase-label");
-        row_end[row] = x + 3 + width;
-        break;
-      }
+    const double end = x + 3 + static_cast<double>(ph.name.size()) * char_px + 4;
+    int row = -1;
+    if (x + 3 >= row_end[0] && x >= row_end[1]) {
+      row = 0;
+    } else if (x + 3 >= row_end[1]) {
+      row = 1;
     }
+    if (row >= 0) row_end[row] = end;
+    marks.push_back({&ph, x, row});
+  }
+  for (const placed& m : marks) {
+    svg.begin_group("phase",
+                    "phase " + m.phase->name + " from event " + format_count(m.phase->first_event));
+    svg.line(m.x, m.row < 0 ? plot_top : phase_rows_top + 12 * m.row, m.x, plot_bottom,
+             "phase-rule");
     svg.end_group();
+  }
+  for (const placed& m : marks) {
+    if (m.row >= 0)
+      svg.text(m.x + 3, phase_rows_top + 9 + 12 * m.row, m.phase->name, "phase-label");
   }
 }
 
