@@ -86,9 +86,9 @@ std::string block_title(const snapshot_block& b, std::size_t chunk_bytes) {
   return title;
 }
 
-/// The smallest power of two at least `bytes` (and at least `floor`).
-std::size_t pow2_at_least(double bytes, std::size_t floor) {
-  std::size_t p = floor;
+/// The smallest power of two at least `bytes` and at least `least` (itself a power of two).
+std::size_t pow2_at_least(double bytes, std::size_t least) {
+  std::size_t p = least;
   while (static_cast<double>(p) < bytes) p *= 2;
   return p;
 }

@@ -6,8 +6,8 @@
 // event, costs less (one snapshot) but needs the second replay to reach the same state, which
 // holds for the host backends (deterministic, lagged_backend.hpp) and not for a GPU, whose markers
 // complete when the device gets there. Reserved bytes grow only when the pool calls its upstream,
-// so the snapshots taken are bounded by the upstream calls (about 1,000 on the GPT-2 trace), and
-// only the replay that draws the map takes any.
+// so at most one snapshot is taken per event that grows the pool (fewer than 1,000 on the GPT-2
+// trace, whose replay creates 978 granules), and only the replay that draws the map takes any.
 #pragma once
 
 #include <cstddef>
