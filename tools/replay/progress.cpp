@@ -28,7 +28,9 @@ progress::progress(std::string label, std::size_t total, bool enabled)
   if (enabled_) write(0);
 }
 
-progress::~progress() { finish(); }
+progress::~progress() {
+  if (enabled_) std::fputs("\r\033[K", stderr);
+}
 
 void progress::tick(std::size_t done) {
   const auto now = std::chrono::steady_clock::now();

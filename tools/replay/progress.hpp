@@ -24,13 +24,14 @@ class progress {
   progress(std::string label, std::size_t total, bool enabled = stderr_is_terminal());
   progress(const progress&) = delete;
   progress& operator=(const progress&) = delete;
+  /// Clears the line if finish() was not called (a replay that threw): no final count then.
   ~progress();
 
   /// `done` events are replayed.
   void update(std::size_t done) {
     if (enabled_ && done % 256 == 0) tick(done);
   }
-  /// Writes the final count and clears the line. Idempotent; the destructor calls it.
+  /// Writes the final count (every event done) and clears the line. Idempotent.
   void finish();
 
   [[nodiscard]] static bool stderr_is_terminal();
