@@ -40,10 +40,12 @@ ensure_packages() {
 }
 
 # The packages every build needs: compiler, build tools, GoogleTest, Google Benchmark; pytest for
-# the Python tests, jsonschema for the snapshot schema's test, and pkg-config for the pkg-config
-# consumer test.
+# the Python tests, jsonschema for the snapshot schema's test, pkg-config for the pkg-config
+# consumer test, and headless Chromium, PIL and a font for the memory picture's render test
+# (tests/report/check_page_renders.py).
 SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3 python3-pytest
-                  python3-numpy python3-jsonschema pkg-config)
+                  python3-numpy python3-jsonschema pkg-config chromium python3-pil
+                  fonts-dejavu-core)
 # Debian's Python, for which python3-pytest and python3-venv are installed (PATH may put another
 # python3 first). The tests' CMake configure and the python stage of run-tests.sh use it.
 SP_PYTHON=/usr/bin/python3

@@ -168,6 +168,8 @@ run_preset() {
   fi
   # PoCL is installed above, so an OpenCL test that finds no device is a failure, not a skip.
   extra+=(-DSTREAMPOOL_REQUIRE_OPENCL=ON)
+  # So are Chromium and PIL: the memory picture's render test must run, not skip.
+  extra+=(-DSTREAMPOOL_REQUIRE_CHROMIUM=ON)
   # Debian's interpreter, for which python3-pytest is installed (PATH may put another first).
   extra+=("-DPython3_EXECUTABLE=${SP_PYTHON}")
   cmake --preset "${preset}" "${extra[@]}" || return 1
