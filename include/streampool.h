@@ -359,13 +359,20 @@ SP_API void sp_torch_empty_cache(void);
  *  not export what is needed (then call sp_torch_set_conservative(1)). */
 SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* installed);
 /** With STREAMPOOL_TORCH_TRACE=FILE set, the plug-in writes every allocation and free to FILE in
- *  tools/replay's trace format; this writes a phase line "# name" there (no-op otherwise). */
+ *  tools/replay's trace format (each plug-in pool's allocation log, see sp_pool_record_start; the
+ *  first device's pool to FILE, another device's to FILE.<ordinal>; CUDA's legacy default stream
+ *  is stream 0). This writes a phase line "# name" to every plug-in pool that records (no-op
+ *  otherwise). */
 SP_API void sp_torch_trace_phase(const char* name);
 /** 1: every free waits for the work of every stream the plug-in knows (safe without the
  *  record-stream hook, at the price of waits for streams that never used the memory). */
 SP_API sp_status_t sp_torch_set_conservative(int on);
 /** A new handle to the plug-in's pool on CUDA device `device` (for statistics and trim). */
 SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool);
+/** sp_pool_record_start on the plug-in's pool of CUDA device `device`, with CUDA's legacy default
+ *  stream as stream 0, as STREAMPOOL_TORCH_TRACE does. Stop it with sp_pool_record_stop on
+ *  sp_torch_pool's handle. */
+SP_API sp_status_t sp_torch_record_start(int device, const char* path);
 
 /* ---- copy and fill helpers ------------------------------------------------------------------- */
 
