@@ -313,6 +313,28 @@ SP_API sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, vo
 /** Removal does not wait for a call already running on another thread. */
 SP_API sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id);
 
+/* The allocation log: while it records, every allocation and free of the pool (through any
+ * handle, the *_native calls and the PyTorch plug-in included) is written to a file in the trace
+ * format of tools/replay (bench/traces/README.md): `alloc <id> <size> <stream>` with the requested
+ * size and `free_completed <id> <size> <stream>` at the free (a free is stream-ordered, so no
+ * free_requested). Ids are the smallest integer not naming a live block; streams are numbered 0,
+ * 1, ... in order of first appearance; a free line carries the stream that allocated the block.
+ * Blocks allocated before the start are written neither at their allocation
+ * nor at their free. Off, it costs an allocation or a free one relaxed atomic load. */
+
+/** Starts recording to `path` (created or truncated). A recording in progress is closed first.
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT for a NULL pool, a NULL or empty path, or a path that
+ *  cannot be opened for writing (the message names the path and the system's reason); a
+ *  recording in progress then goes on. */
+SP_API sp_status_t sp_pool_record_start(sp_pool_t pool, const char* path);
+/** Ends the recording and closes its file. `events` (may be NULL): the alloc and free lines
+ *  written (0 when nothing was recording; that is no error). STREAMPOOL_STATUS_INTERNAL when
+ *  writing the file failed (a full disk; the message names it): the recording is closed anyway. */
+SP_API sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events);
+/** Writes a phase line `# name` and flushes the file (tools/replay reports per phase the names
+ *  "step k begin" and one-word names). Nothing when not recording. name must not be NULL. */
+SP_API sp_status_t sp_pool_record_phase(sp_pool_t pool, const char* name);
+
 /* ---- native stream handles ----------------------------------------------------------------- */
 
 /* For frameworks that hand over their own stream on every call (a CUstream; on CUDA also 0, the
