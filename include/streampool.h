@@ -329,7 +329,8 @@ SP_API sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id);
 SP_API sp_status_t sp_pool_record_start(sp_pool_t pool, const char* path);
 /** Ends the recording and closes its file. `events` (may be NULL): the alloc and free lines
  *  written (0 when nothing was recording; that is no error). STREAMPOOL_STATUS_INTERNAL when
- *  writing the file failed (a full disk; the message names it): the recording is closed anyway. */
+ *  writing the file failed (a full disk) or host memory ran out while recording (lines are
+ *  missing); the message names the file, and the recording is closed anyway. */
 SP_API sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events);
 /** Writes a phase line `# name` and flushes the file (tools/replay reports per phase the names
  *  "step k begin" and one-word names). Nothing when not recording. name must not be NULL. */

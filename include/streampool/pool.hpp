@@ -212,7 +212,8 @@ class STREAMPOOL_EXPORT pool {
   void start_recording(const std::string& path, stream_ref default_stream);
   /// @brief Ends the recording and closes its file; returns the alloc and free lines written
   ///        (0 when nothing was recording). Blocks still live have no free line.
-  /// @throws logic_error naming the file when writing it failed (it is closed anyway)
+  /// @throws logic_error naming the file when writing it failed, or when host memory ran out
+  ///         while recording (lines are missing; those written balance); it is closed anyway
   std::uint64_t stop_recording();
   /// @brief Writes a phase line `# <name>` (tools/replay reports per phase the names
   ///        `step k begin` and one-word names) and flushes the file. Nothing when not recording.

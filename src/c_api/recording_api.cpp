@@ -38,8 +38,8 @@ sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events) {
     try {
       n = pool->p.stop_recording();
     } catch (const streampool::logic_error& e) {
-      // Writing the file failed (a full disk): no broken precondition, and the recording is
-      // closed all the same.
+      // Writing the file failed (a full disk), or lines are missing (host memory ran out): no
+      // broken precondition, and the recording is closed all the same.
       throw error{STREAMPOOL_STATUS_INTERNAL,
                   format("sp_pool_record_stop (pool %llu): %s",
                          static_cast<unsigned long long>(pool->p.id()), e.what())};

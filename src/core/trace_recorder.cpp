@@ -46,11 +46,19 @@ std::uint64_t trace_recorder::stop() {
   std::lock_guard lock(mu_);
   if (out_ == nullptr) return 0;
   const std::uint64_t events = events_;
+  const std::uint64_t missed = missed_;
   const std::string path = path_;
   std::string why;
   if (!close_locked(why)) {
     STREAMPOOL_FAIL(format("stop_recording: writing '%s' failed after %llu events: %s",
                            path.c_str(), static_cast<unsigned long long>(events), why.c_str()));
+  }
+  if (missed != 0) {
+    STREAMPOOL_FAIL(
+        format("stop_recording: '%s' lacks %llu of its events (host memory ran out "
+               "while recording); the %llu written balance",
+               path.c_str(), static_cast<unsigned long long>(missed),
+               static_cast<unsigned long long>(events)));
   }
   return events;
 }
@@ -73,6 +81,7 @@ bool trace_recorder::close_locked(std::string& why) noexcept {
   }
   path_.clear();
   events_ = 0;
+  missed_ = 0;
   live_.clear();
   streams_.clear();
   next_stream_ = 0;
@@ -87,23 +96,32 @@ std::uint32_t trace_recorder::stream_number(std::uint64_t timeline_id) {
   return it->second;
 }
 
-void trace_recorder::allocated(const void* p, std::size_t size, const timeline& line) {
+// allocated() and freed() never throw: the pool has handed the block out (or is taking it back)
+// already. Each step that may throw (a map or heap growing: host memory ran out) comes before
+// anything changes, so a failure leaves the recording as it was, without that line; the block is
+// then unknown to it, its free skipped, and the file still balances. stop() reports that lines
+// are missing.
+
+void trace_recorder::allocated(const void* p, std::size_t size, const timeline& line) noexcept {
   std::lock_guard lock(mu_);
   if (out_ == nullptr) return;  // stopped since the caller looked
-  const std::uint32_t s = stream_number(line.id());
-  std::uint32_t id = next_id_;
-  if (free_ids_.empty()) {
-    ++next_id_;
-  } else {
-    id = free_ids_.top();
-    free_ids_.pop();
+  try {
+    const std::uint32_t s = stream_number(line.id());
+    const std::uint32_t id = free_ids_.empty() ? next_id_ : free_ids_.top();
+    live_.insert_or_assign(p, live_block{id, s, size});
+    if (free_ids_.empty()) {
+      ++next_id_;
+    } else {
+      free_ids_.pop();
+    }
+    ++events_;
+    std::fprintf(out_, "alloc %u %zu %u\n", id, size, s);
+  } catch (...) {
+    ++missed_;
   }
-  live_[p] = {id, s, size};
-  ++events_;
-  std::fprintf(out_, "alloc %u %zu %u\n", id, size, s);
 }
 
-void trace_recorder::freed(const void* p) {
+void trace_recorder::freed(const void* p) noexcept {
   std::lock_guard lock(mu_);
   if (out_ == nullptr) return;
   auto it = live_.find(p);
@@ -111,8 +129,13 @@ void trace_recorder::freed(const void* p) {
   // that itself).
   if (it == live_.end()) return;
   const live_block b = it->second;
+  try {
+    free_ids_.push(b.id);
+  } catch (...) {
+    ++missed_;  // the block stays live in the file: the replay frees it at the end
+    return;
+  }
   live_.erase(it);
-  free_ids_.push(b.id);
   ++events_;
   std::fprintf(out_, "free_completed %u %zu %u\n", b.id, b.size, b.stream);
 }

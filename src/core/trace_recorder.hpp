@@ -77,13 +77,14 @@ class trace_recorder {
   ///         recording in progress, if any, then goes on untouched
   void start(const std::string& path, const std::string& header, std::optional<std::uint64_t> zero);
   /// Ends the recording; returns the events written (0 when there was none).
-  /// @throws logic_error naming the file when writing or closing it failed (it is closed anyway)
+  /// @throws logic_error naming the file when writing or closing it failed, or when events are
+  ///         missing (host memory ran out while recording); it is closed anyway
   std::uint64_t stop();
 
-  /// The pool handed out p (`size` bytes requested) for first use on `line`.
-  void allocated(const void* p, std::size_t size, const timeline& line);
-  /// The pool is about to take p back.
-  void freed(const void* p);
+  /// The pool handed out p (`size` bytes requested) for first use on `line`. Never throws.
+  void allocated(const void* p, std::size_t size, const timeline& line) noexcept;
+  /// The pool is about to take p back. Never throws.
+  void freed(const void* p) noexcept;
   /// A phase line `# <name>` (line breaks in `name` become spaces); flushes the file, so that a
   /// reader sees everything up to the phase. Nothing when not recording.
   void phase(std::string_view name);
@@ -109,6 +110,7 @@ class trace_recorder {
   std::FILE* out_ = nullptr;   // null when not recording
   std::string path_;
   std::uint64_t events_ = 0;
+  std::uint64_t missed_ = 0;  // events not written: host memory ran out (allocated(), freed())
   std::unordered_map<const void*, live_block> live_;
   std::unordered_map<std::uint64_t, std::uint32_t> streams_;  // timeline id -> number
   std::uint32_t next_stream_ = 0;
