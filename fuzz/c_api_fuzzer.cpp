@@ -5,7 +5,8 @@
 // absurd), frees that are valid or not (double free, a freed pointer, an interior pointer, a wild
 // pointer, another pool's handle, another device's stream), record_use, the copy and fill helpers
 // on valid ranges and on bad ones (freed, overrunning, unregistered, another device), foreign
-// memory registered and unregistered, a device handle dropped early.
+// memory registered and unregistered, a device handle dropped early, the allocation log's
+// refusals while nothing records.
 //
 // A shadow model predicts each call's status exactly where the contract fixes it (every misuse
 // gives STREAMPOOL_STATUS_INVALID_ARGUMENT) and holds the contents of every live allocation and
@@ -575,7 +576,7 @@ class session {
   }
 
   void misc() {
-    switch (in_.byte() % 6) {
+    switch (in_.byte() % 7) {
       case 0:
         if (stream_slot* s = pick_stream()) expect_ok(sp_stream_synchronize(s->handle), "sync");
         break;
@@ -604,6 +605,18 @@ class session {
       }
       case 4:
         if (pool_slot* p = pick_pool()) check_statistics(*p);
+        break;
+      case 5:  // the allocation log with nothing recording: refusals, a no-op phase, a stop of 0
+        if (pool_slot* p = pick_pool()) {
+          expect(sp_pool_record_start(p->handle, ""), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                 "sp_pool_record_start(\"\")", "sp_pool_record_start");
+          expect(sp_pool_record_phase(p->handle, nullptr), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                 "sp_pool_record_phase(NULL)", "sp_pool_record_phase");
+          expect_ok(sp_pool_record_phase(p->handle, "step 0 begin"), "sp_pool_record_phase");
+          std::uint64_t events = 1;
+          expect_ok(sp_pool_record_stop(p->handle, &events), "sp_pool_record_stop");
+          if (events != 0) fail("events without a recording", "sp_pool_record_stop");
+        }
         break;
       default:
         verify_all();

@@ -324,6 +324,29 @@ SP_API sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, vo
 /** Removal does not wait for a call already running on another thread. */
 SP_API sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id);
 
+/* The allocation log: while it records, every allocation and free of the pool (through any
+ * handle, the *_native calls and the PyTorch plug-in included) is written to a file in the trace
+ * format of tools/replay (bench/traces/README.md): `alloc <id> <size> <stream>` with the requested
+ * size and `free_completed <id> <size> <stream>` at the free (a free is stream-ordered, so no
+ * free_requested). Ids are the smallest integer not naming a live block; streams are numbered 0,
+ * 1, ... in order of first appearance; a free line carries the stream that allocated the block.
+ * Blocks allocated before the start are written neither at their allocation
+ * nor at their free. Off, it costs an allocation or a free one relaxed atomic load. */
+
+/** Starts recording to `path` (created or truncated). A recording in progress is closed first.
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT for a NULL pool, a NULL or empty path, or a path that
+ *  cannot be opened for writing (the message names the path and the system's reason); a
+ *  recording in progress then goes on. */
+SP_API sp_status_t sp_pool_record_start(sp_pool_t pool, const char* path);
+/** Ends the recording and closes its file. `events` (may be NULL): the alloc and free lines
+ *  written (0 when nothing was recording; that is no error). STREAMPOOL_STATUS_INTERNAL when
+ *  writing the file failed (a full disk) or host memory ran out while recording (lines are
+ *  missing); the message names the file, and the recording is closed anyway. */
+SP_API sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events);
+/** Writes a phase line `# name` and flushes the file (tools/replay reports per phase the names
+ *  "step k begin" and one-word names). Nothing when not recording. name must not be NULL. */
+SP_API sp_status_t sp_pool_record_phase(sp_pool_t pool, const char* name);
+
 /* ---- native stream handles ----------------------------------------------------------------- */
 
 /* For frameworks that hand over their own stream on every call (a CUstream; on CUDA also 0, the
@@ -370,13 +393,20 @@ SP_API void sp_torch_empty_cache(void);
  *  not export what is needed (then call sp_torch_set_conservative(1)). */
 SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* installed);
 /** With STREAMPOOL_TORCH_TRACE=FILE set, the plug-in writes every allocation and free to FILE in
- *  tools/replay's trace format; this writes a phase line "# name" there (no-op otherwise). */
+ *  tools/replay's trace format (each plug-in pool's allocation log, see sp_pool_record_start; the
+ *  first device's pool to FILE, another device's to FILE.<ordinal>; CUDA's legacy default stream
+ *  is stream 0). This writes a phase line "# name" to every plug-in pool that records (no-op
+ *  otherwise). */
 SP_API void sp_torch_trace_phase(const char* name);
 /** 1: every free waits for the work of every stream the plug-in knows (safe without the
  *  record-stream hook, at the price of waits for streams that never used the memory). */
 SP_API sp_status_t sp_torch_set_conservative(int on);
 /** A new handle to the plug-in's pool on CUDA device `device` (for statistics and trim). */
 SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool);
+/** sp_pool_record_start on the plug-in's pool of CUDA device `device`, with CUDA's legacy default
+ *  stream as stream 0, as STREAMPOOL_TORCH_TRACE does. Stop it with sp_pool_record_stop on
+ *  sp_torch_pool's handle. */
+SP_API sp_status_t sp_torch_record_start(int device, const char* path);
 
 /* ---- copy and fill helpers ------------------------------------------------------------------- */
 

@@ -193,6 +193,8 @@ TEST(TorchPlugin, TheRecorderWritesWhatTheReplayReads) {
   std::string id_a, stream_a, id_b, stream_b, id_c, stream_c;
   bool freed_a = false;
   bool phase = false;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("# streampool allocation trace: pool ", 0), 0U) << line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
     std::string what, id, size, stream;
@@ -222,9 +224,38 @@ TEST(TorchPlugin, TheRecorderWritesWhatTheReplayReads) {
   EXPECT_NE(id_a, id_b);
   EXPECT_EQ(id_c, id_a);
   EXPECT_EQ(stream_c, stream_a);
-  EXPECT_NE(stream_a, stream_b);  // numbered per native handle (0 is the legacy default stream)
-  EXPECT_NE(stream_a, "0");
+  // Numbered per stream in order of first appearance (the pool's allocation log); on CUDA the
+  // legacy default stream would be 0, but the host backend has none.
+  EXPECT_NE(stream_a, stream_b);
   sp_torch_free(b, 23456, 0, other.ref().native());
   sp_torch_free(c, 34567, 0, s.ref().native());
   std::remove(trace_path.c_str());
+}
+
+// Last in this file: it replaces the STREAMPOOL_TORCH_TRACE recording the tests above read.
+TEST(TorchPlugin, RecordStartReplacesTheTraceOfTheVariable) {
+  plugin p;
+  sp::stream& s = streams(p.dev()).a;
+  EXPECT_EQ(sp_torch_record_start(0, ""), STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(sp_torch_record_start(0, nullptr), STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(sp_torch_record_start(0, "/nonexistent-streampool-dir/t.txt"),
+            STREAMPOOL_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sp_last_error_message()).find("/nonexistent-streampool-dir/t.txt"),
+            std::string::npos)
+      << sp_last_error_message();
+  const std::string path = trace_path + ".api";
+  ASSERT_EQ(sp_torch_record_start(0, path.c_str()), STREAMPOOL_STATUS_SUCCESS);
+  void* a = sp_torch_malloc(4321, 0, s.ref().native());
+  sp_torch_trace_phase("step 0 begin");
+  sp_torch_free(a, 4321, 0, s.ref().native());
+  std::uint64_t events = 0;
+  ASSERT_EQ(sp_pool_record_stop(p.handle, &events), STREAMPOOL_STATUS_SUCCESS);
+  EXPECT_EQ(events, 2u);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("alloc 0 4321 0\n# step 0 begin\nfree_completed 0 4321 0\n"),
+            std::string::npos)
+      << text.str();
+  std::remove(path.c_str());
 }

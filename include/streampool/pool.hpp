@@ -39,6 +39,8 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "streampool/device.hpp"
@@ -190,6 +192,33 @@ class STREAMPOOL_EXPORT pool {
   /// The id of the pool's device (device::id()). Readable after the device was destroyed, unlike
   /// get_device(): the pool keeps the number.
   [[nodiscard]] std::uint64_t device_id() const;
+
+  /// @brief Starts the allocation log: from now on every allocation and free of this pool is
+  ///        written to `path` (truncated) in the trace format of tools/replay
+  ///        (bench/traces/README.md): `alloc <id> <size> <stream>` with the requested size, and
+  ///        `free_completed <id> <size> <stream>` at the free (a free is stream-ordered: its
+  ///        request is its completion as a replay sees it; free_requested is not written). Ids
+  ///        are the smallest integer not naming a live block, recycled on free. Streams are
+  ///        numbered in order of first appearance from 0; a free line carries the stream that
+  ///        allocated the block (as the replay frees it), whichever stream freed it. Blocks
+  ///        allocated before the start are not written, nor is their free. A recording in progress
+  ///        is closed first. Off, the log costs allocate and deallocate one relaxed atomic load.
+  /// @throws logic_error naming `path` and the system's reason when it cannot be opened; a
+  ///         recording in progress then goes on
+  void start_recording(const std::string& path);
+  /// @brief The same, with `default_stream` numbered 0 in the file and the other streams from 1
+  ///        (the trace format's "stream 0 is the default stream"; the PyTorch plug-in names
+  ///        CUDA's legacy default stream).
+  void start_recording(const std::string& path, stream_ref default_stream);
+  /// @brief Ends the recording and closes its file; returns the alloc and free lines written
+  ///        (0 when nothing was recording). Blocks still live have no free line.
+  /// @throws logic_error naming the file when writing it failed, or when host memory ran out
+  ///         while recording (lines are missing; those written balance); it is closed anyway
+  std::uint64_t stop_recording();
+  /// @brief Writes a phase line `# <name>` (tools/replay reports per phase the names
+  ///        `step k begin` and one-word names) and flushes the file. Nothing when not recording.
+  void record_phase(std::string_view name);
+
   friend bool operator==(const pool& a, const pool& b) noexcept { return a.state_ == b.state_; }
 
  private:

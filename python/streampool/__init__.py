@@ -34,6 +34,7 @@ import functools
 import json
 import numbers
 import operator
+import os
 import struct
 import sys
 import threading
@@ -45,7 +46,7 @@ from ._capi import lib as _lib
 
 __all__ = ["Device", "Stream", "Pool", "Array", "StreampoolError", "InvalidArgument",
            "InvalidType", "OutOfDeviceMemory", "NotAvailable", "BackendError", "version",
-           "release_native_stream"]
+           "release_native_stream", "Recording"]
 
 
 class StreampoolError(Exception):
@@ -709,6 +710,75 @@ class Pool:
     def close(self) -> None:
         """Drops this handle (idempotent); memory still allocated keeps the pool alive."""
         self._life.close()
+
+    # The allocation log (docs/python.md, "Recording a live program").
+
+    def start_recording(self, path: Union[str, os.PathLike[str]]) -> None:
+        """Writes every allocation and free of this pool from now on to ``path`` (created or
+        truncated) in the trace format of tools/replay: ``alloc <id> <size> <stream>`` with the
+        requested size, ``free_completed <id> <size> <stream>`` at the free. Blocks allocated
+        before are written neither at their allocation nor at their free. A recording in progress
+        is closed first. InvalidArgument naming the path and the reason when it cannot be opened
+        (a recording in progress then goes on)."""
+        raw = _path(path, "Pool.start_recording: path")
+        with _Using("Pool.start_recording", self):
+            _check(_lib.sp_pool_record_start(self._handle, raw))
+
+    def stop_recording(self) -> int:
+        """Ends the recording and closes its file; returns the alloc and free lines written (0
+        when nothing was recording)."""
+        with _Using("Pool.stop_recording", self):
+            n = ctypes.c_uint64()
+            _check(_lib.sp_pool_record_stop(self._handle, ctypes.byref(n)))
+            return n.value
+
+    def record_phase(self, name: str) -> None:
+        """Writes a phase line ``# name`` (tools/replay reports per phase the names
+        ``step k begin`` and one-word names) and flushes the file. Nothing when not recording."""
+        if not isinstance(name, str):
+            raise _wrong_type(f"Pool.record_phase: name {name!r} is not a str")
+        if "\0" in name:
+            raise _invalid(f"Pool.record_phase: name {name!r} contains a NUL character")
+        with _Using("Pool.record_phase", self):
+            _check(_lib.sp_pool_record_phase(self._handle, name.encode("utf-8")))
+
+    def recording(self, path: Union[str, os.PathLike[str]]) -> Recording:
+        """``with pool.recording(path) as rec:`` records the block's allocations and frees to
+        ``path``; on leaving it (also by an exception) the recording stops and ``rec.events`` is
+        the number of lines written."""
+        _path(path, "Pool.recording: path")
+        return Recording(self, path)
+
+
+def _path(path, what):
+    """A file path for C: bytes of a str or os.PathLike, refused when empty or with a NUL."""
+    try:
+        raw = os.fsencode(path)
+    except TypeError:
+        raise _wrong_type(f"{what}: {path!r} is a {type(path).__name__}, not a str or "
+                          "os.PathLike") from None
+    if not raw:
+        raise _invalid(f"{what}: the path is empty")
+    if b"\0" in raw:
+        raise _invalid(f"{what}: {path!r} contains a NUL character")
+    return raw
+
+
+class Recording:
+    """What ``Pool.recording(path)`` returns: a context manager that starts the pool's
+    allocation log on entry and stops it on exit. ``events`` is None until then."""
+
+    def __init__(self, pool: Pool, path: Union[str, os.PathLike[str]]) -> None:
+        self.pool = pool
+        self.path = path
+        self.events: Optional[int] = None
+
+    def __enter__(self) -> Recording:
+        self.pool.start_recording(self.path)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.events = self.pool.stop_recording()
 
 
 # The array module's typecodes that struct packs the same way ('u' and 'w' are characters, not

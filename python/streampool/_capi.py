@@ -176,6 +176,10 @@ _signatures = {
     "sp_torch_pool": (status, [ctypes.c_int, _P(c_ptr)]),
     "sp_torch_empty_cache": (None, []),
     "sp_torch_trace_phase": (None, [ctypes.c_char_p]),
+    "sp_pool_record_start": (status, [c_ptr, ctypes.c_char_p]),
+    "sp_pool_record_stop": (status, [c_ptr, _P(c_u64)]),
+    "sp_pool_record_phase": (status, [c_ptr, ctypes.c_char_p]),
+    "sp_torch_record_start": (status, [ctypes.c_int, ctypes.c_char_p]),
 }
 
 

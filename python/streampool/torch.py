@@ -21,11 +21,12 @@ from __future__ import annotations
 import ctypes
 import os
 import warnings
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from . import _capi, _check, Pool
+from . import _capi, _check, _invalid, _path, _wrong_type, Pool
 
-__all__ = ["enable", "enabled", "memory_stats", "empty_cache", "pool", "record_stream_hook"]
+__all__ = ["enable", "enabled", "memory_stats", "empty_cache", "pool", "record_stream_hook",
+           "start_recording", "stop_recording", "record_phase"]
 
 _lib = _capi.lib
 _state: dict[str, Any] = {"enabled": False, "hooks": 0}
@@ -103,3 +104,26 @@ def empty_cache(device: Optional[int] = None) -> None:
         _lib.sp_torch_empty_cache()
     else:
         pool(device).trim()
+
+
+def start_recording(path: Union[str, os.PathLike[str]], device: int = 0) -> None:
+    """Records the plug-in pool's allocations and frees on CUDA device ``device`` to ``path`` in
+    tools/replay's trace format, as STREAMPOOL_TORCH_TRACE does (CUDA's legacy default stream is
+    stream 0); a recording in progress there (the variable's too) is closed first."""
+    raw = _path(path, "streampool.torch.start_recording: path")
+    _check(_lib.sp_torch_record_start(int(device), raw))
+
+
+def stop_recording(device: int = 0) -> int:
+    """Ends the recording of the plug-in's pool on ``device``; returns the lines written."""
+    return pool(device).stop_recording()
+
+
+def record_phase(name: str) -> None:
+    """A phase line ``# name`` in every plug-in pool's recording (``step k begin`` lines give
+    tools/replay its per-phase counts)."""
+    if not isinstance(name, str):
+        raise _wrong_type(f"streampool.torch.record_phase: name {name!r} is not a str")
+    if "\0" in name:
+        raise _invalid(f"streampool.torch.record_phase: name {name!r} contains a NUL character")
+    _lib.sp_torch_trace_phase(name.encode("utf-8"))

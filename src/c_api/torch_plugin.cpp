@@ -12,6 +12,10 @@
 //                   is not possible, the plug-in is conservative: a free waits for every stream it
 //                   knows (tokens: no event per free, but reuse may wait for streams that never
 //                   touched the memory).
+//   trace           with STREAMPOOL_TORCH_TRACE=FILE, each plug-in pool records its allocations
+//                   and frees from its creation on (pool::start_recording, the core's allocation
+//                   log): the first device's pool to FILE, any other device's to FILE.<ordinal>.
+//                   CUDA's legacy default stream (handle 0) is stream 0 of the file.
 //
 // Errors: an allocation that fails throws (out_of_memory names the numbers); PyTorch's C++ frames
 // carry it to Python as an exception, never a NULL that crashes later. A free never throws (it
@@ -31,7 +35,6 @@
 #include "native_streams.hpp"
 #include "streampool/error.hpp"
 #include "streampool/host.hpp"
-#include "torch_trace.hpp"
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
 #include "streampool/cuda.hpp"
 #define STREAMPOOL_TORCH_CUDA 1
@@ -74,6 +77,38 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 #endif
 }
 
+/// The file STREAMPOOL_TORCH_TRACE names for the `nth` plug-in pool (0: the first one made).
+std::string trace_file(const char* path, int nth, int ordinal) {
+  return nth == 0 ? std::string(path) : std::string(path) + "." + std::to_string(ordinal);
+}
+
+/// Starts d's allocation log in `path`, with CUDA's legacy default stream as stream 0 where the
+/// backend has one (the host backend of the tests has none: streams count from 0 there).
+void start_recording(plugin_device& d, const std::string& path) {
+  if (sp::c_api::wrappable_queue(d.dev, nullptr) != nullptr) {
+    d.pool.start_recording(path, sp::c_api::native_stream(d.dev, nullptr));
+  } else {
+    d.pool.start_recording(path);
+  }
+}
+
+/// STREAMPOOL_TORCH_TRACE, read when a device's pool is made (the first allocation there), so that
+/// a program may set it after loading the library. A file that cannot be opened is reported on
+/// stderr, and the program runs on without the trace.
+void start_env_trace(plugin_device& d, int ordinal) {
+  static int traced = 0;  // pools recording so far; guarded by devices_mu
+  const char* path = std::getenv("STREAMPOOL_TORCH_TRACE");
+  if (path == nullptr || *path == '\0') return;
+  const std::string file = trace_file(path, traced, ordinal);
+  try {
+    start_recording(d, file);
+    ++traced;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "streampool: torch plug-in: STREAMPOOL_TORCH_TRACE: device %d: %s\n",
+                 ordinal, e.what());
+  }
+}
+
 plugin_device& device_for(int ordinal) {
   STREAMPOOL_EXPECTS(
       ordinal >= 0 && ordinal < max_devices,
@@ -86,6 +121,7 @@ plugin_device& device_for(int ordinal) {
   sp::device dev(make_backend(ordinal));
   // Deliberately leaked: PyTorch frees tensors from static destructors, after ours would run.
   auto* d = new plugin_device{dev, dev.default_pool()};
+  start_env_trace(*d, ordinal);
   slot.store(d, std::memory_order_release);
   return *d;
 }
@@ -156,14 +192,11 @@ extern "C" {
 
 SP_API void* sp_torch_malloc(size_t size, int device, void* stream) {
   plugin_device& d = device_for(device);
-  void* p = d.pool.allocate(stream_on(d, stream), size);
-  streampool::c_api::trace_alloc(p, size, stream);
-  return p;
+  return d.pool.allocate(stream_on(d, stream), size);
 }
 
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) return;
-  streampool::c_api::trace_free(ptr);
   try {
     free_on(device_for(device), ptr, stream);
   } catch (const std::exception& e) {
@@ -195,7 +228,23 @@ SP_API void sp_torch_empty_cache(void) {
 }
 
 SP_API void sp_torch_trace_phase(const char* name) {
-  if (name != nullptr) streampool::c_api::trace_phase(name);
+  if (name == nullptr) return;
+  // Every plug-in pool that records (STREAMPOOL_TORCH_TRACE, sp_torch_record_start) gets the line.
+  for (auto& slot : devices) {
+    if (plugin_device* d = slot.load(std::memory_order_acquire)) d->pool.record_phase(name);
+  }
+}
+
+SP_API sp_status_t sp_torch_record_start(int device, const char* path) {
+  return guarded([&] {
+    require(path, "sp_torch_record_start", "path");
+    if (*path == '\0') {
+      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                  sp::detail::format("streampool: sp_torch_record_start: path is empty (device %d)",
+                                     device)};
+    }
+    start_recording(device_for(device), path);
+  });
 }
 
 SP_API sp_status_t sp_torch_set_conservative(int on) {

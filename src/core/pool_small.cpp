@@ -81,21 +81,32 @@ void pool_state::add_live(std::int64_t delta) noexcept {
 
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   check_request(s, bytes);
+  const std::size_t requested = bytes;
   // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
   // may free it like any other pointer.
   if (bytes == 0) bytes = 1;
-  if (bytes > options_.small_max) return allocate_large(s, bytes);
-  const std::size_t cls = class_of(bytes);
-  stream_cache::entry e{};
-  stream_cache::counted n{};
-  if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
-    return allocate_small(s, cls);  // the slow path, out of line
+  void* p = nullptr;
+  if (bytes > options_.small_max) {
+    p = allocate_large(s, bytes);
+  } else {
+    const std::size_t cls = class_of(bytes);
+    stream_cache::entry e{};
+    stream_cache::counted n{};
+    if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
+      p = allocate_small(s, cls);  // the slow path, out of line
+    } else {
+      // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
+      // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
+      e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+      publish_live(n, /*allocation=*/true);
+      p = e.p;
+    }
   }
-  // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
-  // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
-  e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-  publish_live(n, /*allocation=*/true);
-  return e.p;
+  // The allocation log (trace_recorder.hpp), once the block is out: off, one relaxed load.
+  if (recorder_.on()) [[unlikely]] {
+    recorder_.allocated(p, requested, s.get_timeline());
+  }
+  return p;
 }
 
 void* pool_state::allocate_small(stream_ref s, std::size_t cls) {
@@ -198,6 +209,11 @@ void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noe
 // ---- deallocation -----------------------------------------------------------------------------
 
 void pool_state::deallocate(stream_ref s, void* p) {
+  // The allocation log, before the block can go to another thread (trace_recorder.hpp). A bad
+  // pointer or a double free is not a live block of the log: nothing is written for it.
+  if (recorder_.on()) [[unlikely]] {
+    recorder_.freed(p);
+  }
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "deallocate");
   if (seg->kind == segment_kind::large) {
@@ -208,6 +224,9 @@ void pool_state::deallocate(stream_ref s, void* p) {
 }
 
 void pool_state::deallocate(void* p, std::span<const token> uses) {
+  if (recorder_.on()) [[unlikely]] {
+    recorder_.freed(p);  // as above
+  }
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "deallocate");
   if (seg->kind == segment_kind::large) {

@@ -13,6 +13,8 @@
 //   pool_large.cpp         large blocks: reuse, frees, trim (both paths)
 //   pool_large_growth.cpp  large blocks on virtual memory: growth, remapping, give-back
 //   pool_segments.cpp      large blocks without virtual memory: segment growth and give-back
+//   pool_recording.cpp     the allocation log (trace_recorder.hpp): start, stop, phases. Its hooks
+//                          are in allocate() and the two deallocate()s (pool_small.cpp)
 //
 // Locks, and what each guards:
 //   stream_cache::mu   one stream's cached chunks (the fast path takes only this)
@@ -26,6 +28,9 @@
 //   caches_mu_         the registry of stream caches
 //   hooks_mu_          reclaim hooks
 //   uses_mu_           recorded uses of live chunks
+//   trace_recorder::mu_  the allocation log while it records; taken with no pool lock held (a
+//                      leaf), by allocate() after the block is out and deallocate() before it
+//                      goes back
 // Order: growth_mu_ -> caches_mu_ -> stream_cache::mu -> class_list::mu -> large_shard::mu ->
 // segments_mu_ (a growth hands its block out, and counts it on the stream's cache, under
 // growth_mu_). A timeline's lock comes before caches_mu_ (timeline::cache_for); under a class or
@@ -82,6 +87,7 @@
 #include "stream_cache.hpp"
 #include "streampool/error.hpp"
 #include "streampool/pool.hpp"
+#include "trace_recorder.hpp"
 
 namespace streampool::detail {
 
@@ -137,6 +143,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
                     const std::shared_ptr<timeline>& line);
   /// Adds a stream cache's pending live delta (stream_cache::counted) to the exact counter.
   void add_live(std::int64_t delta) noexcept;
+
+  // ---- the allocation log (pool_recording.cpp; pool::start_recording says what it writes) ----
+  /// `zero`: the stream numbered 0 (nullptr: streams count from 0 in order of appearance).
+  void start_recording(const std::string& path, const timeline* zero);
+  std::uint64_t stop_recording() { return recorder_.stop(); }
+  void record_phase(std::string_view name) { recorder_.phase(name); }
 
  private:
   friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
@@ -376,6 +388,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // validation, and how many pass between two (validate() sets it from what it cost).
   std::atomic<std::uint64_t> frees_since_validate_{0};
   mutable std::atomic<std::uint64_t> validate_interval_{1};
+
+  // The allocation log. allocate() and the deallocate()s test recorder_.on() (a relaxed load of a
+  // flag on its own cache line) before anything else of it.
+  trace_recorder recorder_;
 };
 
 }  // namespace streampool::detail

@@ -1,8 +1,9 @@
 /* Pure C11 test: misuse of the copy and fill helpers is refused (issue 9, "No misuse gets
  * through"). A pointer the C layer does not know (freed memory not yet reused, an overrun, foreign
  * memory never registered) gets STREAMPOOL_STATUS_INVALID_ARGUMENT and a message naming it;
- * foreign memory registered with sp_memory_register works until it is unregistered; and
- * sp_stream_wrap of a NULL native handle behaves as documented in include/streampool.h.
+ * foreign memory registered with sp_memory_register works until it is unregistered;
+ * sp_stream_wrap of a NULL native handle behaves as documented in include/streampool.h; and the
+ * allocation log (sp_pool_record_*) refuses bad pools and paths, naming them.
  * Runs on the host backend with checking on. */
 #include <stdint.h>
 #include <stdio.h>
@@ -241,11 +242,65 @@ static void test_wrap_null(void) {
   }
 }
 
+/* The allocation log refuses a NULL pool, a NULL or empty path and a path it cannot open, naming
+ * them, and the pool goes on as before: a recording in progress keeps recording. */
+static void test_recording(void) {
+  const char* bad = "/nonexistent-streampool-dir/trace.txt";
+  char path[64];
+  sp_device_t d = checking_device();
+  sp_stream_t s = NULL;
+  sp_pool_t p = NULL;
+  void* mem = NULL;
+  uint64_t events = 99;
+  FILE* f = NULL;
+  OK(sp_stream_create(d, &s));
+  OK(sp_pool_create(d, NULL, &p));
+
+  REFUSED(sp_pool_record_start(NULL, "x.txt"), "sp_pool_record_start", "pool", NULL);
+  REFUSED(sp_pool_record_start(p, NULL), "sp_pool_record_start", "path", NULL);
+  REFUSED(sp_pool_record_start(p, ""), "sp_pool_record_start", "empty", NULL);
+  REFUSED(sp_pool_record_start(p, bad), "sp_pool_record_start", bad, "No such file");
+  REFUSED(sp_pool_record_stop(NULL, &events), "sp_pool_record_stop", "pool", NULL);
+  REFUSED(sp_pool_record_phase(NULL, "x"), "sp_pool_record_phase", "pool", NULL);
+  REFUSED(sp_pool_record_phase(p, NULL), "sp_pool_record_phase", "name", NULL);
+  OK(sp_pool_record_phase(p, "step 0 begin")); /* nothing records: nothing happens */
+  OK(sp_pool_record_stop(p, &events));
+  CHECK(events == 0);
+
+  /* A failed start leaves the recording in progress going. */
+  snprintf(path, sizeof path, "misuse-recording-%p.txt", (void*)p);
+  OK(sp_pool_record_start(p, path));
+  OK(sp_pool_allocate(p, 100, s, &mem));
+  REFUSED(sp_pool_record_start(p, bad), "sp_pool_record_start", bad, NULL);
+  OK(sp_pool_deallocate(p, mem, s));
+  OK(sp_pool_record_stop(p, NULL));
+  OK(sp_pool_record_start(p, path));
+  OK(sp_pool_allocate(p, 100, s, &mem));
+  OK(sp_pool_deallocate(p, mem, s));
+  OK(sp_pool_record_stop(p, &events));
+  CHECK(events == 2);
+  f = fopen(path, "r");
+  CHECK(f != NULL);
+  if (f != NULL) {
+    char line[256];
+    int events_read = 0;
+    while (fgets(line, sizeof line, f) != NULL) events_read += line[0] != '#';
+    CHECK(events_read == 2);
+    fclose(f);
+  }
+  remove(path);
+  expect_no_violations(d);
+  OK(sp_pool_destroy(p));
+  OK(sp_stream_destroy(s));
+  OK(sp_device_destroy(d));
+}
+
 int main(void) {
   test_freed_pointer();
   test_overrun();
   test_registered_memory();
   test_wrap_null();
+  test_recording();
   if (failures != 0) {
     fprintf(stderr, "misuse_test: %d failure(s)\n", failures);
     return 1;
