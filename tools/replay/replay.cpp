@@ -250,10 +250,14 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   r.peak_reserved = st.peak_reserved_bytes;
   r.upstream_calls = st.upstream_calls();
   r.host_waits = st.host_waits;
-  if (st.peak_live_bytes < bytes.peak) {
+  // pool_statistics::peak_live_bytes: exact with one stream; each other stream's changes reach the
+  // shared count in steps of 16 MiB, so the peak may be low by that much per other stream.
+  const std::size_t slack = streams.empty() ? 0 : (streams.size() - 1) * (std::size_t{16} << 20);
+  if (st.peak_live_bytes + slack < bytes.peak) {
     throw std::runtime_error(name + ": the pool's peak_live_bytes " +
                              std::to_string(st.peak_live_bytes) + " is below the trace's peak " +
-                             std::to_string(bytes.peak) + " (it must be exact)");
+                             std::to_string(bytes.peak) + " by more than 16 MiB per other stream (" +
+                             std::to_string(streams.size()) + " streams)");
   }
   char note[512];
   std::snprintf(note, sizeof note,
