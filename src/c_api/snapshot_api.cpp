@@ -26,8 +26,8 @@ sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size_t* len
   });
 }
 
-sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title,
-                             const char** html, size_t* html_length) {
+sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title, const char** html,
+                             size_t* html_length) {
   return guarded([&] {
     require(json, "sp_snapshot_html", "json");
     require(html, "sp_snapshot_html", "html");
@@ -35,10 +35,10 @@ sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title,
     page.snapshot = streampool::snapshot_from_json(std::string_view(json, length));
     const streampool::pool_snapshot& s = *page.snapshot;
     page.title = title != nullptr && *title != '\0' ? title : "streampool: a pool's memory";
-    page.subtitle = streampool::detail::format(
-        "pool %llu on device %llu (%s backend), %zu ranges",
-        static_cast<unsigned long long>(s.pool_id), static_cast<unsigned long long>(s.device_id),
-        s.backend.c_str(), s.ranges.size());
+    page.subtitle = streampool::detail::format("pool %llu on device %llu (%s backend), %zu ranges",
+                                               static_cast<unsigned long long>(s.pool_id),
+                                               static_cast<unsigned long long>(s.device_id),
+                                               s.backend.c_str(), s.ranges.size());
     page.snapshot_caption = "the snapshot";
     html_text = streampool::render_html(page);
     *html = html_text.c_str();

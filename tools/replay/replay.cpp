@@ -254,10 +254,10 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   // shared count in steps of 16 MiB, so the peak may be low by that much per other stream.
   const std::size_t slack = streams.empty() ? 0 : (streams.size() - 1) * (std::size_t{16} << 20);
   if (st.peak_live_bytes + slack < bytes.peak) {
-    throw std::runtime_error(name + ": the pool's peak_live_bytes " +
-                             std::to_string(st.peak_live_bytes) + " is below the trace's peak " +
-                             std::to_string(bytes.peak) + " by more than 16 MiB per other stream (" +
-                             std::to_string(streams.size()) + " streams)");
+    throw std::runtime_error(
+        name + ": the pool's peak_live_bytes " + std::to_string(st.peak_live_bytes) +
+        " is below the trace's peak " + std::to_string(bytes.peak) +
+        " by more than 16 MiB per other stream (" + std::to_string(streams.size()) + " streams)");
   }
   char note[512];
   std::snprintf(note, sizeof note,
