@@ -46,6 +46,23 @@ pool_snapshot pool::snapshot() const { return checked(state_).snapshot(); }
 device pool::get_device() const { return checked(state_).get_device(); }
 std::uint64_t pool::id() const { return checked(state_).id(); }
 std::uint64_t pool::device_id() const { return checked(state_).device_id(); }
+void pool::start_recording(const std::string& path) {
+  checked(state_).start_recording(path, nullptr);
+}
+void pool::start_recording(const std::string& path, stream_ref default_stream) {
+  detail::pool_state& state = checked(state_);
+  STREAMPOOL_EXPECTS(
+      default_stream.get_device().id() == state.device_id(),
+      detail::format("start_recording: the default stream (timeline %llu) belongs to device "
+                     "%llu, but pool %llu allocates on device %llu",
+                     static_cast<unsigned long long>(default_stream.get_timeline().id()),
+                     static_cast<unsigned long long>(default_stream.get_device().id()),
+                     static_cast<unsigned long long>(state.id()),
+                     static_cast<unsigned long long>(state.device_id())));
+  state.start_recording(path, &default_stream.get_timeline());
+}
+std::uint64_t pool::stop_recording() { return checked(state_).stop_recording(); }
+void pool::record_phase(std::string_view name) { checked(state_).record_phase(name); }
 
 std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
   STREAMPOOL_EXPECTS(text != nullptr, "memory limit: no text");

@@ -1,40 +1,13 @@
-// streampool: the allocation log of a pool (pool::start_recording; trace_recorder.hpp writes the
-// file). The hooks that feed it sit in pool_state::allocate and the two deallocate()s
-// (pool_small.cpp), which every allocation path passes, arrays' included.
+// streampool: the allocation log of a pool (pool::start_recording, whose handle methods are in
+// pool.cpp; trace_recorder.hpp writes the file). The hooks that feed it sit in
+// pool_state::allocate and the two deallocate()s (pool_small.cpp), which every allocation path
+// passes, arrays' included.
 #include <optional>
 
 #include "pool_state.hpp"
 #include "streampool/error.hpp"
-#include "streampool/pool.hpp"
 
-namespace streampool {
-
-namespace {
-detail::pool_state& checked(const std::shared_ptr<detail::pool_state>& state) {
-  STREAMPOOL_EXPECTS(state != nullptr, "pool: used after it was moved from");
-  return *state;
-}
-}  // namespace
-
-void pool::start_recording(const std::string& path) {
-  checked(state_).start_recording(path, nullptr);
-}
-void pool::start_recording(const std::string& path, stream_ref default_stream) {
-  detail::pool_state& state = checked(state_);
-  STREAMPOOL_EXPECTS(
-      default_stream.get_device().id() == state.device_id(),
-      detail::format("start_recording: the default stream (timeline %llu) belongs to device "
-                     "%llu, but pool %llu allocates on device %llu",
-                     static_cast<unsigned long long>(default_stream.get_timeline().id()),
-                     static_cast<unsigned long long>(default_stream.get_device().id()),
-                     static_cast<unsigned long long>(state.id()),
-                     static_cast<unsigned long long>(state.device_id())));
-  state.start_recording(path, &default_stream.get_timeline());
-}
-std::uint64_t pool::stop_recording() { return checked(state_).stop_recording(); }
-void pool::record_phase(std::string_view name) { checked(state_).record_phase(name); }
-
-namespace detail {
+namespace streampool::detail {
 
 void pool_state::start_recording(const std::string& path, const timeline* zero) {
   STREAMPOOL_EXPECTS(!path.empty(), format("start_recording: pool %llu: the path is empty",
@@ -60,5 +33,4 @@ void pool_state::start_recording(const std::string& path, const timeline* zero) 
   recorder_.start(path, header, zero_id);
 }
 
-}  // namespace detail
-}  // namespace streampool
+}  // namespace streampool::detail

@@ -220,15 +220,7 @@ std::size_t bytes_per_line(const std::vector<std::size_t>& rows, double target) 
 }
 
 const char* kind_name(range_kind k) {
-  switch (k) {
-    case range_kind::slab:
-      return "slab";
-    case range_kind::segment:
-      return "segment";
-    case range_kind::virtual_range:
-      return "virtual range";
-  }
-  return "range";
+  return k == range_kind::virtual_range ? "virtual range" : to_string(k);
 }
 
 /// Many large ranges (the segment path: one per large request, a hundred and more) side by side,
@@ -387,12 +379,7 @@ void write_block_map(std::string& out, const pool_snapshot& s) {
   if (!large.empty()) y = write_large_panel(svg, large, y) + 14;
   if (!slabs.empty()) y = write_slab_panel(svg, slabs, y) + 14;
   const int height = static_cast<int>(std::ceil(y));
-  out += "<figure class=\"chart\" id=\"figure-block-map\">\n";
-  open_svg(out, "block-map", map_width, height, "block map of the pool's ranges");
-  svg_writer(out).rect(0, 0, map_width, height, "background");
-  out += body;
-  close_svg(out);
-  out += "</figure>\n";
+  write_chart(out, "block-map", map_width, height, "block map of the pool's ranges", body);
 }
 
 }  // namespace streampool::detail

@@ -101,12 +101,7 @@ void write_fragmentation(std::string& out, const snapshot_summary& sum) {
     }
   }
   const int height = static_cast<int>(std::ceil(y + 4));
-  out += "<figure class=\"chart\" id=\"figure-fragmentation\">\n";
-  open_svg(out, "fragmentation", frag_width, height, "fragmentation summary");
-  svg_writer(out).rect(0, 0, frag_width, height, "background");
-  out += body;
-  close_svg(out);
-  out += "</figure>\n";
+  write_chart(out, "fragmentation", frag_width, height, "fragmentation summary", body);
 }
 
 }  // namespace streampool::detail

@@ -211,15 +211,13 @@ void write_legend(svg_writer& svg) {
   }
 }
 
-void write_chart(std::string& out, const memory_series& s, std::size_t index,
-                 const std::vector<trace_phase>& phases, const byte_axis& ey) {
+void write_series_chart(std::string& out, const memory_series& s, std::size_t index,
+                        const std::vector<trace_phase>& phases, const byte_axis& ey) {
   const std::size_t n = s.live.size();
   const event_axis ex{n};
   const std::string id = "chart-memory-" + std::to_string(index);
-  out += R"(<figure class="chart" id="figure-memory-)" + std::to_string(index) + "\">\n";
-  open_svg(out, id, chart_width, chart_height, s.name + ": live and reserved bytes");
-  svg_writer svg(out);
-  svg.rect(0, 0, chart_width, chart_height, "background");
+  std::string body;
+  svg_writer svg(body);
   svg.text(plot_left, 18, s.name, "chart-title");
   write_legend(svg);
   const peak live = find_peak(s.live);
@@ -247,8 +245,7 @@ void write_chart(std::string& out, const memory_series& s, std::size_t index,
     write_peak(svg, reserved, ex, ey, true);
     write_peak(svg, live, ex, ey, false);
   }
-  close_svg(out);
-  out += "</figure>\n";
+  write_chart(out, id, chart_width, chart_height, s.name + ": live and reserved bytes", body);
 }
 
 }  // namespace
@@ -264,7 +261,7 @@ void write_memory_charts(std::string& out, const report_page& page) {
   }
   const byte_axis ey(max);
   for (std::size_t i = 0; i < page.series.size(); ++i)
-    write_chart(out, page.series[i], i, page.phases, ey);
+    write_series_chart(out, page.series[i], i, page.phases, ey);
 }
 
 }  // namespace streampool::detail

@@ -103,8 +103,11 @@ std::string format_px(double v) {
   return s;
 }
 
-void open_svg(std::string& out, std::string_view id, int width, int height,
-              std::string_view label) {
+void write_chart(std::string& out, std::string_view id, int width, int height,
+                 std::string_view label, std::string_view body) {
+  out += R"(<figure class="chart" id="figure-)";
+  out += escape_html(id);
+  out += "\">\n";
   const std::string w = std::to_string(width);
   const std::string h = std::to_string(height);
   // The xmlns is a name, not a fetch; inline SVG in HTML does not need it, but a chart saved
@@ -115,9 +118,10 @@ void open_svg(std::string& out, std::string_view id, int width, int height,
   out += R"(" role="img" aria-label=")";
   out += escape_html(label);
   out += "\">\n";
+  svg_writer(out).rect(0, 0, width, height, "background");
+  out += body;
+  out += "</svg>\n</figure>\n";
 }
-
-void close_svg(std::string& out) { out += "</svg>\n"; }
 
 void svg_writer::close_with_title(std::string_view element, std::string_view title) {
   if (title.empty()) {

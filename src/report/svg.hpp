@@ -42,10 +42,11 @@ namespace streampool::detail {
 
 enum class text_anchor : std::uint8_t { start, middle, end };
 
-/// Opens an <svg> element with its id, width and height (the attributes the page's render test
-/// reads to size a screenshot) and a label for screen readers; close_svg() closes it.
-void open_svg(std::string& out, std::string_view id, int width, int height, std::string_view label);
-void close_svg(std::string& out);
+/// Appends one chart: a <figure> ("figure-<id>") holding an <svg> with its id, width and height
+/// (the attributes the page's render test reads to size a screenshot), a label for screen readers,
+/// a background and then `body`, the chart's elements.
+void write_chart(std::string& out, std::string_view id, int width, int height,
+                 std::string_view label, std::string_view body);
 
 /// Appends SVG elements to a string. `cls` arguments are CSS class names (not escaped: they are
 /// literals of this library); every text and title is escaped.
