@@ -304,7 +304,8 @@ SP_API sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size
  *  self-contained HTML page with the block map and the fragmentation summary
  *  (docs/memory-picture.md). `title` may be NULL. *html stays valid until the next call of this
  *  function on this thread; *html_length (may be NULL) is its length. Fails with
- *  STREAMPOOL_STATUS_INVALID_ARGUMENT naming the byte offset for JSON it cannot read. */
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT for text it cannot read (naming the byte offset of a syntax
+ *  error, the member of a missing or mistyped field, the range whose blocks do not tile it). */
 SP_API sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title,
                                     const char** html, size_t* html_length);
 /** 0 = no limit. Takes effect for later growth; never frees live memory. */

@@ -238,6 +238,24 @@ TEST(Recording, AStartReplacesTheRecordingInProgress) {
   EXPECT_EQ(t2.events, (std::vector<event>{{"alloc", 0, 200, 0}, {"free_completed", 0, 200, 0}}));
 }
 
+TEST(Recording, AStartOnTheSamePathReplacesItCleanly) {
+  // The recording in progress writes the same file: its last buffer must not land in the new
+  // recording (it did, at its old offset, when the new start truncated the file first).
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d);
+  sp::stream s(d);
+  temp_file file("same");
+  p.start_recording(file.path);
+  for (int i = 0; i < 3000; ++i) p.deallocate(s, p.allocate(s, 100 + static_cast<std::size_t>(i)));
+  p.start_recording(file.path);
+  void* y = p.allocate(s, 200);
+  p.deallocate(s, y);
+  EXPECT_EQ(p.stop_recording(), 2u);
+  const trace t = read_trace(file.path);
+  EXPECT_TRUE(t.errors.empty()) << errors_of(t);
+  EXPECT_EQ(t.events, (std::vector<event>{{"alloc", 0, 200, 0}, {"free_completed", 0, 200, 0}}));
+}
+
 TEST(Recording, APhaseWithoutARecordingAndAMovedFromPool) {
   sp::device d(sp::make_host_backend({}));
   sp::pool p(d);

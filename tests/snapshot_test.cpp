@@ -230,6 +230,10 @@ TEST(Snapshot, BadJsonNamesWhereAndWhat) {
       std::string::npos);
   std::string deep(100, '[');
   EXPECT_NE(message(deep).find("less nesting"), std::string::npos);
+  EXPECT_NE(message(R"({"a":1,"a":2})").find("not used before"), std::string::npos);
+  EXPECT_NE(message("[007]").find("no leading zero"), std::string::npos);
+  EXPECT_NE(message(R"(["\udc00"])").find("high surrogate"), std::string::npos);
+  EXPECT_NE(message(R"(["\ud83d x"])").find("low surrogate"), std::string::npos);
 
   // A field of the wrong type or value, in an otherwise good snapshot.
   sp::device d = host_device();
@@ -239,9 +243,24 @@ TEST(Snapshot, BadJsonNamesWhereAndWhat) {
   std::string json = sp::to_json(p.snapshot());
   const std::size_t at = json.find("\"status\":\"live\"");
   ASSERT_NE(at, std::string::npos);
-  json.replace(at, std::strlen("\"status\":\"live\""), "\"status\":\"lively\"");
-  EXPECT_NE(message(json).find("status: unknown value \"lively\""), std::string::npos)
-      << message(json);
+  std::string lively = json;
+  lively.replace(at, std::strlen("\"status\":\"live\""), "\"status\":\"lively\"");
+  EXPECT_NE(message(lively).find("status: unknown value \"lively\""), std::string::npos)
+      << message(lively);
+  // A block larger than its range (what would make a drawing run almost without end).
+  const std::size_t size_at = json.find("\"size\":", json.find("\"blocks\":["));
+  ASSERT_NE(size_at, std::string::npos);
+  std::string huge = json;
+  huge.insert(size_at + std::strlen("\"size\":"), "4611686018427387904");
+  huge.erase(size_at + std::strlen("\"size\":") + 19,
+             huge.find(',', size_at + std::strlen("\"size\":") + 19) -
+                 (size_at + std::strlen("\"size\":") + 19));
+  EXPECT_NE(message(huge).find("do not tile it"), std::string::npos) << message(huge);
+  // Characters outside the Basic Multilingual Plane, as Python's json.dumps escapes them.
+  std::string named = json;
+  const std::size_t backend_at = named.find("\"backend\":\"") + std::strlen("\"backend\":\"");
+  named.insert(backend_at, R"(\ud83d\ude00 )");
+  EXPECT_EQ(sp::snapshot_from_json(named).backend.substr(0, 5), "\xF0\x9F\x98\x80 ");
   p.deallocate(s, q);
 }
 
@@ -268,6 +287,21 @@ TEST(Snapshot, WhileOtherThreadsAllocateAndFree) {
       for (void* q : held) p.deallocate(s, q);
     });
   }
+  // One more thread trims (slabs and granules go back while snapshots read them) and one makes
+  // and drops streams (caches orphaned mid-snapshot), freeing on another stream than it allocated.
+  threads.emplace_back([&] {
+    while (!stop.load(std::memory_order_relaxed)) (void)p.trim();
+  });
+  threads.emplace_back([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      sp::stream a(d);
+      void* q = p.allocate(a, 3000);
+      void* r = p.allocate(a, 3 * MiB);
+      sp::stream b(d);
+      p.deallocate(b, q);
+      p.deallocate(a, r);
+    }
+  });
   while (running.load() < 3) std::this_thread::yield();  // every thread busy, not done
   for (int i = 0; i < 50; ++i) {
     const sp::pool_snapshot s = p.snapshot();

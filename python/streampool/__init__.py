@@ -778,7 +778,11 @@ class Recording:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.events = self.pool.stop_recording()
+        try:
+            self.events = self.pool.stop_recording()
+        except StreampoolError:
+            if exc[0] is None:
+                raise  # else the body's exception goes on, not the stop's
 
 
 # The array module's typecodes that struct packs the same way ('u' and 'w' are characters, not

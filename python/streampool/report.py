@@ -25,7 +25,7 @@ __all__ = ["html", "write_html", "main"]
 def html(snapshot: Union[dict[str, Any], str, bytes], title: Optional[str] = None) -> str:
     """The page for ``snapshot``: a dict from Pool.snapshot(), or its JSON text."""
     if isinstance(snapshot, dict):
-        text = json.dumps(snapshot, separators=(",", ":")).encode()
+        text = json.dumps(snapshot, separators=(",", ":"), ensure_ascii=False).encode()
     elif isinstance(snapshot, str):
         text = snapshot.encode()
     elif isinstance(snapshot, bytes):

@@ -1,6 +1,8 @@
 // streampool: the allocation log (trace_recorder.hpp).
 #include "trace_recorder.hpp"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -23,8 +25,10 @@ trace_recorder::~trace_recorder() {
 
 void trace_recorder::start(const std::string& path, const std::string& header,
                            std::optional<std::uint64_t> zero) {
-  // Open before touching the recording in progress: a bad path leaves it going.
-  std::FILE* f = std::fopen(path.c_str(), "w");
+  // Open before touching the recording in progress: a bad path leaves it going. Opened without
+  // truncating, and emptied only once the recording it replaces is closed: that one may be writing
+  // the same file, and its last buffer would land at its old offset in the emptied file.
+  std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     const int err = errno;
     STREAMPOOL_FAIL(format("start_recording: cannot open '%s' for writing: %s", path.c_str(),
@@ -35,6 +39,7 @@ void trace_recorder::start(const std::string& path, const std::string& header,
   // The recording it replaces is closed; its write errors are not reported (this call succeeded).
   std::string ignored;
   (void)close_locked(ignored);
+  (void)::ftruncate(::fileno(f), 0);  // fails only for what is not a regular file (a pipe)
   out_ = f;
   path_ = path;
   if (zero) streams_.emplace(*zero, next_stream_++);
@@ -140,15 +145,13 @@ void trace_recorder::freed(const void* p) noexcept {
   std::fprintf(out_, "free_completed %u %zu %u\n", b.id, b.size, b.stream);
 }
 
-void trace_recorder::phase(std::string_view name) {
+void trace_recorder::phase(std::string_view name) noexcept {
+  // Allocates nothing, so that nothing can throw: the plug-in's sp_torch_trace_phase returns void.
   std::lock_guard lock(mu_);
   if (out_ == nullptr) return;
-  std::string line = "# ";
-  line.append(name);
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
-  line += '\n';
-  std::fwrite(line.data(), 1, line.size(), out_);
+  std::fputs("# ", out_);
+  for (const char c : name) std::fputc(c == '\n' || c == '\r' ? ' ' : c, out_);
+  std::fputc('\n', out_);
   std::fflush(out_);
 }
 

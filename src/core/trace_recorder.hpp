@@ -87,7 +87,7 @@ class trace_recorder {
   void freed(const void* p) noexcept;
   /// A phase line `# <name>` (line breaks in `name` become spaces); flushes the file, so that a
   /// reader sees everything up to the phase. Nothing when not recording.
-  void phase(std::string_view name);
+  void phase(std::string_view name) noexcept;
 
  private:
   struct live_block {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include "svg.hpp"
@@ -213,8 +214,10 @@ std::size_t bytes_per_line(const std::vector<std::size_t>& rows, double target) 
   for (;;) {
     std::size_t lines = 0;
     for (const std::size_t r : rows)
-      lines += std::max<std::size_t>(1, (r + per_line - 1) / per_line);
+      lines += std::max<std::size_t>(1, r / per_line + (r % per_line != 0 ? 1 : 0));
     if (lines <= max_panel_lines || per_line >= largest) return per_line;
+    // A row of near 2^64 bytes: doubling once more would wrap to 0.
+    if (per_line > SIZE_MAX / 2) return per_line;
     per_line *= 2;
   }
 }

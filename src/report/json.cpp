@@ -207,7 +207,15 @@ class parser {
       do {
         skip_space();
         if (pos_ >= text_.size() || text_[pos_] != '"') fail("a member name");
-        v.names_.push_back(parse_string());
+        const std::size_t at = pos_;
+        std::string name = parse_string();
+        for (const std::string& earlier : v.names_) {
+          if (earlier == name) {
+            pos_ = at;
+            fail("a member name not used before in this object");
+          }
+        }
+        v.names_.push_back(std::move(name));
         expect(':', "':' after a member name");
         v.items_.push_back(parse_value(depth + 1));
       } while (eat(','));
@@ -277,7 +285,7 @@ class parser {
           s += '\t';
           break;
         case 'u':
-          append_utf8(s, parse_hex4());
+          append_utf8(s, parse_code_point());
           break;
         default:
           --pos_;
@@ -304,15 +312,32 @@ class parser {
     return u;
   }
 
+  /// After "\\u": one code point, a surrogate pair joined (Python's json.dumps writes characters
+  /// outside the Basic Multilingual Plane so); a lone surrogate is not text.
+  unsigned parse_code_point() {
+    const unsigned u = parse_hex4();
+    if (u >= 0xDC00 && u <= 0xDFFF) fail("a high surrogate before a low one");
+    if (u < 0xD800 || u > 0xDBFF) return u;
+    if (text_.substr(pos_, 2) != "\\u") fail("a low surrogate after a high one");
+    pos_ += 2;
+    const unsigned low = parse_hex4();
+    if (low < 0xDC00 || low > 0xDFFF) fail("a low surrogate after a high one");
+    return 0x10000 + ((u - 0xD800) << 10) + (low - 0xDC00);
+  }
+
   static void append_utf8(std::string& s, unsigned u) {
-    // Surrogate halves stay as they are (three bytes each): a snapshot writes ASCII names only.
     if (u < 0x80) {
       s += static_cast<char>(u);
     } else if (u < 0x800) {
       s += static_cast<char>(0xC0 | (u >> 6));
       s += static_cast<char>(0x80 | (u & 0x3F));
-    } else {
+    } else if (u < 0x10000) {
       s += static_cast<char>(0xE0 | (u >> 12));
+      s += static_cast<char>(0x80 | ((u >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (u & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (u >> 18));
+      s += static_cast<char>(0x80 | ((u >> 12) & 0x3F));
       s += static_cast<char>(0x80 | ((u >> 6) & 0x3F));
       s += static_cast<char>(0x80 | (u & 0x3F));
     }
@@ -326,6 +351,9 @@ class parser {
       while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
       return pos_ - from;
     };
+    if (pos_ + 1 < text_.size() && text_[pos_] == '0' && text_[pos_ + 1] >= '0' &&
+        text_[pos_ + 1] <= '9')
+      fail("no leading zero");
     if (digits() == 0) fail("a digit");
     bool integral = true;
     if (pos_ < text_.size() && text_[pos_] == '.') {

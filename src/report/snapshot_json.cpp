@@ -135,6 +135,35 @@ void write_summary(writer& w, const snapshot_summary& s) {
   w.end_object();
 }
 
+/// The invariants of snapshot.hpp, for a snapshot read from text: what draws it trusts them (a
+/// block larger than its range would be drawn almost without end). Throws naming the range.
+void check_shape(const pool_snapshot& s) {
+  std::uintptr_t end = 0;
+  for (std::size_t i = 0; i < s.ranges.size(); ++i) {
+    const snapshot_range& r = s.ranges[i];
+    const auto bad = [&](const char* what) {
+      throw logic_error(detail::format("ranges[%zu] (base %llu, %zu bytes): %s", i,
+                                       static_cast<unsigned long long>(r.base), r.bytes, what));
+    };
+    if (r.bytes == 0 || r.base + r.bytes < r.base) bad("an empty or wrapping span");
+    if (i != 0 && r.base < end) bad("overlaps the range before it, or is out of address order");
+    end = r.base + r.bytes;
+    if (r.kind == range_kind::slab && r.chunk_bytes == 0) bad("a slab with chunk_bytes 0");
+    std::size_t at = 0;
+    for (const snapshot_block& b : r.blocks) {
+      if (b.offset != at || b.size == 0 || b.size > r.bytes - at)
+        bad("its blocks do not tile it (each at the end of the one before, size > 0, inside it)");
+      at += b.size;
+      if (r.kind == range_kind::slab && b.chunks != 0 &&
+          (b.size % r.chunk_bytes != 0 || b.size / r.chunk_bytes != b.chunks))
+        bad("a block that is not its count of chunks");
+      if (b.status == block_status::unmapped && r.kind != range_kind::virtual_range)
+        bad("an unmapped block outside a virtual range");
+    }
+    if (at != r.bytes) bad("its blocks end before it does");
+  }
+}
+
 }  // namespace
 
 std::string to_json(const pool_snapshot& s) {
@@ -271,6 +300,7 @@ pool_snapshot snapshot_from_json(std::string_view json) {
         c.bins.push_back({size(bv, "chunk_bytes"), size(bv, "chunks")});
       s.caches.push_back(std::move(c));
     }
+    check_shape(s);
     return s;
   } catch (const logic_error& e) {
     throw logic_error(std::string("snapshot JSON: ") + e.what());

@@ -64,6 +64,13 @@ class Report(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn("at byte", r.stderr)
 
+    def test_text_beyond_ascii(self):
+        snap = self.pool.snapshot()
+        snap["backend"] = "host \U0001F600"
+        self.assertIn("host \U0001F600", streampool.report.html(snap))
+        text = self.pool.snapshot_json().replace('"backend":"', '"backend":"\\ud83d\\ude00 ')
+        self.assertIn("\U0001F600 ", streampool.report.html(text))
+
     def test_what_is_not_a_snapshot(self):
         with self.assertRaises(sp.InvalidArgument) as e:
             streampool.report.html('{"schema": "something else"}')

@@ -81,13 +81,16 @@ class Snapshot(unittest.TestCase):
         snap = self.pool.snapshot()
         r, b = self.block_at(snap, self.held[0])
         self.assertEqual((r["kind"], b["status"]), ("slab", "live"))
-        r, b = self.block_at(snap, self.cached)
-        self.assertEqual((b["status"], b["place"]), ("free", "stream_cache"))
-        r, b = self.block_at(snap, self.held[3])
+        r, cached = self.block_at(snap, self.cached)
+        self.assertEqual((cached["status"], cached["place"]), ("free", "stream_cache"))
+        s1 = cached["stream"]  # the chunk was freed on s1: its cache's timeline
+        self.assertIn(s1, [c["timeline"] for c in snap["caches"]])
+        r, b = self.block_at(snap, self.held[3])  # 9 MiB on s2
         self.assertEqual((r["kind"], b["status"], b["offset"] + r["base"]),
                          ("virtual_range", "live", self.held[3]))
-        self.assertEqual(b["stream"], [c["timeline"] for c in snap["caches"]
-                                       if c["timeline"] == b["stream"]][0])
+        self.assertNotIn(b["stream"], (0, s1))
+        r, b = self.block_at(snap, self.held[2])  # 3 MiB on s1
+        self.assertEqual(b["stream"], s1)
         # Every range's blocks tile it.
         for r in snap["ranges"]:
             self.assertEqual(sum(b["size"] for b in r["blocks"]), r["bytes"])

@@ -30,7 +30,7 @@ class peak_snapshot {
     event_ = event;
   }
 
-  /// The snapshot at the peak (none when disabled or nothing was ever reserved), and its event.
+  /// The snapshot at the peak (none when disabled or no event was replayed), and its event.
   [[nodiscard]] std::optional<pool_snapshot>& taken() noexcept { return taken_; }
   [[nodiscard]] std::size_t event() const noexcept { return event_; }
 
