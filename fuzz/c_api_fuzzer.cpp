@@ -576,7 +576,7 @@ class session {
   }
 
   void misc() {
-    switch (in_.byte() % 7) {
+    switch (in_.byte() % 8) {
       case 0:
         if (stream_slot* s = pick_stream()) expect_ok(sp_stream_synchronize(s->handle), "sync");
         break;
@@ -616,6 +616,22 @@ class session {
           std::uint64_t events = 1;
           expect_ok(sp_pool_record_stop(p->handle, &events), "sp_pool_record_stop");
           if (events != 0) fail("events without a recording", "sp_pool_record_stop");
+        }
+        break;
+      case 6:  // a snapshot drawn, then again with one byte of its JSON changed: drawn or refused
+        if (pool_slot* p = pick_pool()) {
+          const char* json = nullptr;
+          const char* html = nullptr;
+          size_t length = 0, html_length = 0;
+          expect_ok(sp_pool_snapshot_json(p->handle, &json, &length), "sp_pool_snapshot_json");
+          std::string text(json, length);
+          expect_ok(sp_snapshot_html(text.data(), text.size(), "fuzz", &html, &html_length),
+                    "sp_snapshot_html");
+          text[in_.below(text.size())] = static_cast<char>(in_.byte());
+          const sp_status_t st =
+              sp_snapshot_html(text.data(), text.size(), nullptr, &html, &html_length);
+          if (st != STREAMPOOL_STATUS_SUCCESS && st != STREAMPOOL_STATUS_INVALID_ARGUMENT)
+            fail("neither drawn nor refused as invalid", "sp_snapshot_html");
         }
         break;
       default:
