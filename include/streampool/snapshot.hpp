@@ -18,7 +18,8 @@
 //   - only virtual ranges have unmapped blocks; unmapped blocks have no tokens.
 // A snapshot is not one instant: the pool is read one lock at a time (a stream cache, a size
 // class, a large shard), so that no thread waits longer than one of those holds. A block that
-// moves meanwhile is seen where each read found it; the statistics are read first.
+// moves meanwhile is seen where each read found it; the statistics are read first. A range given
+// back and its address reused between two reads is kept as the later read found it.
 #pragma once
 
 #include <cstddef>

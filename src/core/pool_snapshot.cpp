@@ -211,8 +211,31 @@ pool_snapshot pool_state::snapshot() const {
       to.push_back({t.line->id(), t.at, t.ready_for(nullptr)});
     }
   }
-  std::sort(out.ranges.begin(), out.ranges.end(),
-            [](const snapshot_range& a, const snapshot_range& b) { return a.base < b.base; });
+  // Address order. A range given back and its address reused between two reads (a trim on another
+  // thread, then a growth) is seen twice, overlapping: the later read (the higher index) is the
+  // pool as it is now, so the earlier one is dropped.
+  std::vector<std::size_t> order(out.ranges.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return out.ranges[a].base < out.ranges[b].base; });
+  std::vector<std::size_t> kept;
+  for (const std::size_t i : order) {
+    const snapshot_range& r = out.ranges[i];
+    bool stale = false;
+    while (!kept.empty() && !stale) {
+      const snapshot_range& before = out.ranges[kept.back()];
+      if (before.base + before.bytes <= r.base) break;
+      if (kept.back() > i)
+        stale = true;  // r was read first
+      else
+        kept.pop_back();
+    }
+    if (!stale) kept.push_back(i);
+  }
+  std::vector<snapshot_range> ranges;
+  ranges.reserve(kept.size());
+  for (const std::size_t i : kept) ranges.push_back(std::move(out.ranges[i]));
+  out.ranges = std::move(ranges);
   return out;
 }
 
