@@ -38,6 +38,9 @@ def parse():
     ap.add_argument("--snapshot", metavar="STEP:FILE",
                     help="streampool: write the plug-in pool's snapshot (docs/memory-picture.md) "
                          "to FILE in training step STEP, after the forward pass (activations live)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="training: after the timed steps, N more under torch.profiler; the JSON "
+                         "gains where the step's time goes (device time, runtime calls, top kernels)")
     return ap.parse_args()
 
 
@@ -134,7 +137,38 @@ def train(opt, batches, loss_of):
         losses.append(loss.item())
 
     times, per_step = timed_steps(step, ARGS.warmup, ARGS.steps)
-    return times, per_step, {"losses": losses}
+    extra = {"losses": losses}
+    if ARGS.profile > 0:
+        extra["profile"] = profiled(step, ARGS.warmup + ARGS.steps, ARGS.profile)
+        del losses[ARGS.steps + ARGS.warmup:]  # the profiled steps' losses are not compared
+    return times, per_step, extra
+
+
+def profiled(step_fn, first, n):
+    """n more steps under torch.profiler, summarised per step: wall time, device time (kernels,
+    copies, sets), the runtime/driver calls by count and host time, and the kernels by device time.
+    Where a step's time goes tells a slower device from a host that falls behind."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for i in range(first, first + n):
+            step_fn(i)
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3
+    rows = prof.key_averages()
+    device = [r for r in rows if r.self_device_time_total > 0 and r.device_type.name == "CUDA"]
+    calls = [r for r in rows if r.key.startswith(("cuda", "cu")) and r.count > 0]
+    return {
+        "steps": n,
+        "wall_ms_per_step": wall / n,
+        "device_ms_per_step": sum(r.self_device_time_total for r in device) / 1e3 / n,
+        "calls": sorted(([r.key, r.count / n, r.cpu_time_total / 1e3 / n] for r in calls),
+                        key=lambda c: -c[2])[:20],
+        "kernels": sorted(([r.key[:80], r.count / n, r.self_device_time_total / 1e3 / n]
+                           for r in device), key=lambda k: -k[2])[:25],
+    }
 
 
 def gpt2():
