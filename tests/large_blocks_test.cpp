@@ -374,3 +374,91 @@ TEST(LargeBlocks, FreesOnAnotherStreamGoToTheBlocksShard) {
   EXPECT_GT(p.trim(), 0u);
   EXPECT_EQ(p.statistics().live_bytes, 0u);
 }
+
+// ---- large blocks per stream (pool_options::large_blocks_per_stream) ---------------------------
+
+TEST(LargeBlocksPerStream, AnotherLiveStreamGrowsInsteadOfTakingTheMemory) {
+  for (const bool per_stream : {false, true}) {
+    SCOPED_TRACE(per_stream ? "per stream" : "shared");
+    sp::device d = vm_device();
+    sp::pool p(d, {.large_blocks_per_stream = per_stream});
+    sp::stream a(d), b(d);
+    void* q = p.allocate(a, 16 * MiB);
+    p.deallocate(a, q);
+    a.synchronize();
+    const auto before = p.statistics();
+    void* r = p.allocate(b, 16 * MiB);
+    const auto after = p.statistics();
+    // Shared, b reuses a's block; per stream, a's block stays a's and b maps memory of its own.
+    EXPECT_EQ(after.upstream_creates > before.upstream_creates, per_stream);
+    EXPECT_EQ(r == q, !per_stream);
+    EXPECT_EQ(after.device_waits, before.device_waits);
+    p.deallocate(b, r);
+    // a finds its block where it left it.
+    const auto again = p.statistics();
+    void* s = p.allocate(a, 16 * MiB);
+    EXPECT_EQ(p.statistics().upstream_calls(), again.upstream_calls());
+    p.deallocate(a, s);
+  }
+}
+
+TEST(LargeBlocksPerStream, StreamsThatRepeatTheirWorkSettleWithoutCallsOrWaits) {
+  // Four streams that each repeat one step, interleaved in a different order every round (a
+  // server's workers): per stream, each settles into memory of its own.
+  sp::device d = vm_device();
+  sp::pool p(d, {.large_blocks_per_stream = true});
+  std::vector<std::unique_ptr<sp::stream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<sp::stream>(d));
+  std::mt19937 rng(5);
+  std::vector<int> order{0, 1, 2, 3};
+  const auto round = [&] {
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int k : order) step(p, *streams[static_cast<std::size_t>(k)]);
+  };
+  for (int i = 0; i < 2; ++i) round();
+  const auto warm = p.statistics();
+  for (int i = 0; i < 20; ++i) round();
+  const auto st = p.statistics();
+  EXPECT_EQ(st.upstream_calls(), warm.upstream_calls()) << "driver calls in the steady state";
+  EXPECT_EQ(st.device_waits, warm.device_waits);
+  EXPECT_EQ(st.host_waits, 0u);
+  EXPECT_EQ(st.live_bytes, 0u);
+}
+
+TEST(LargeBlocksPerStream, AGoneStreamsMemoryGoesToTheLiveOnes) {
+  sp::device d = vm_device();
+  sp::pool p(d, {.large_blocks_per_stream = true});
+  sp::stream c(d);
+  step(p, c);
+  {
+    sp::stream a(d);
+    void* q = p.allocate(a, 64 * MiB);
+    p.deallocate(a, q);
+    a.synchronize();
+  }
+  // a is gone: c takes its memory rather than creating more.
+  const auto before = p.statistics();
+  void* r = p.allocate(c, 64 * MiB);
+  EXPECT_EQ(p.statistics().upstream_creates, before.upstream_creates);
+  EXPECT_EQ(p.statistics().reserved_bytes, before.reserved_bytes);
+  p.deallocate(c, r);
+}
+
+TEST(LargeBlocksPerStream, UnderTheMemoryLimitLiveStreamsShare) {
+  sp::device d = vm_device();
+  sp::pool p(d, {.memory_limit = 48 * MiB, .large_blocks_per_stream = true});
+  sp::stream a(d), b(d);
+  void* q = p.allocate(a, 32 * MiB);
+  p.deallocate(a, q);
+  // b may not grow past the limit: it takes a's free memory (behind a's work), neither failing
+  // nor giving memory back to create it again (the reclaim ladder's trim).
+  const auto before = p.statistics();
+  void* r = p.allocate(b, 32 * MiB);
+  const auto after = p.statistics();
+  EXPECT_LE(after.reserved_bytes, 48 * MiB);
+  EXPECT_EQ(after.upstream_creates, before.upstream_creates);
+  EXPECT_EQ(after.upstream_releases, 0u);
+  p.deallocate(b, r);
+  b.synchronize();
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+}

@@ -72,6 +72,15 @@ struct pool_options {
   /// gave back would have to be created again on the next step: driver calls in steady state);
   /// trim() and memory pressure give it back regardless.
   std::size_t release_threshold = SIZE_MAX;
+  /// Virtual memory: large blocks stay with the streams that free them, as in PyTorch's own
+  /// allocator and its expandable segments. Another live stream neither reuses nor remaps them;
+  /// it grows its own memory instead. Memory moves between streams only from streams that are
+  /// gone (no live cache uses their shard), or when growth is refused (the memory limit, or the
+  /// device is full). Streams that each repeat their work then settle with no driver call and
+  /// no device-side wait, at the sum of the streams' peaks rather than their joint peak
+  /// (docs/large-blocks.md, "Per stream"). One stream's program is not affected. The PyTorch
+  /// plug-in turns it on.
+  bool large_blocks_per_stream = false;
 };
 
 struct stream_statistics {

@@ -2,7 +2,7 @@
 // torch.cuda.memory.CUDAPluggableAllocator calls, and the hooks it does not forward by itself.
 //
 // Glossary
-//   plug-in pool    one pool per CUDA device, the device's default pool, created on the first
+//   plug-in pool    one pool per CUDA device (not the device's default pool), created on the first
 //                   allocation there and never destroyed (PyTorch frees from static destructors).
 //   record_stream   tensor.record_stream(s): "do not reuse this memory before the work queued on s
 //                   so far is done". PyTorch's Python API for pluggable allocators forwards only
@@ -12,6 +12,10 @@
 //                   is not possible, the plug-in is conservative: a free waits for every stream it
 //                   knows (tokens: no event per free, but reuse may wait for streams that never
 //                   touched the memory).
+//   per stream      the plug-in pool keeps large blocks with the streams that free them
+//                   (pool_options::large_blocks_per_stream), as PyTorch's own allocators do: a
+//                   multi-stream program settles with no driver call and no device-side wait.
+//                   STREAMPOOL_TORCH_PER_STREAM=0 shares them between live streams instead.
 //   trace           with STREAMPOOL_TORCH_TRACE=FILE, each plug-in pool records its allocations
 //                   and frees from its creation on (pool::start_recording, the core's allocation
 //                   log): the first device's pool to FILE, any other device's to FILE.<ordinal>.
@@ -77,6 +81,14 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 #endif
 }
 
+/// The plug-in pool's options: large blocks per stream unless STREAMPOOL_TORCH_PER_STREAM=0.
+sp::pool_options plugin_options() {
+  sp::pool_options o;
+  const char* per_stream = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
+  o.large_blocks_per_stream = per_stream == nullptr || std::strcmp(per_stream, "0") != 0;
+  return o;
+}
+
 /// The file STREAMPOOL_TORCH_TRACE names for the `nth` plug-in pool (0: the first one made).
 std::string trace_file(const char* path, int nth, int ordinal) {
   return nth == 0 ? std::string(path) : std::string(path) + "." + std::to_string(ordinal);
@@ -120,7 +132,7 @@ plugin_device& device_for(int ordinal) {
   if (plugin_device* d = slot.load(std::memory_order_relaxed)) return *d;
   sp::device dev(make_backend(ordinal));
   // Deliberately leaked: PyTorch frees tensors from static destructors, after ours would run.
-  auto* d = new plugin_device{dev, dev.default_pool()};
+  auto* d = new plugin_device{dev, sp::pool(dev, plugin_options())};
   start_env_trace(*d, ordinal);
   slot.store(d, std::memory_order_release);
   return *d;

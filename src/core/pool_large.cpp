@@ -56,12 +56,18 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   // Looked up once: every path below counts live bytes through it.
   stream_cache& cache = cache_of(s.get_timeline());
   if (virtual_large_) {
+    const large_reach first =
+        options_.large_blocks_per_stream ? large_reach::own_and_idle : large_reach::every_shard;
     void* p = with_reclaim(size, [&]() -> void* {
       if (void* q = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
-                                  /*try_only=*/true)) {
+                                  /*try_only=*/true, first)) {
         return q;
       }
-      return grow_virtual(s, cache, size);
+      if (void* q = grow_virtual(s, cache, size, first)) return q;
+      if (first == large_reach::every_shard) return nullptr;
+      // Per stream, growth was refused (the memory limit, or the device is full): other live
+      // streams' free memory, behind waits, before the reclaim ladder trims.
+      return grow_virtual(s, cache, size, large_reach::every_shard);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
       const std::lock_guard growth(growth_mu_);
@@ -73,7 +79,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   }
   return with_reclaim(size, [&]() -> void* {
     if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/false,
-                                /*try_only=*/false)) {
+                                /*try_only=*/false, large_reach::every_shard)) {
       return p;
     }
     // Rule 1: before growing, give back every wholly free large segment. A growth happens only
@@ -86,7 +92,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     // Rule 2 yields when the upstream (or the memory limit) refuses: splitting a big block beats
     // failing.
     return take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
-                         /*try_only=*/false);
+                         /*try_only=*/false, large_reach::every_shard);
   });
 }
 
@@ -142,12 +148,19 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
   return hand_out_large(s, cache, start, size, waits);
 }
 
+bool pool_state::within_reach(const large_shard& own, const large_shard& other,
+                              large_reach reach) const noexcept {
+  return reach == large_reach::every_shard || &other == &own ||
+         other.streams.load(std::memory_order_relaxed) == 0;
+}
+
 void* pool_state::take_free_any(stream_ref s, stream_cache& cache, std::size_t size,
-                                bool pending_ok, bool split_big, bool try_only) {
+                                bool pending_ok, bool split_big, bool try_only, large_reach reach) {
   const std::size_t own = cache.shard();
   if (void* p = take_free_large(s, cache, *shards_[own], size, pending_ok, split_big)) return p;
   for (std::size_t i = 1; i < shard_count; ++i) {
     large_shard& other = *shards_[(own + i) % shard_count];
+    if (!within_reach(*shards_[own], other, reach)) continue;
     if (void* p = take_free_large(s, cache, other, size, pending_ok, split_big, try_only)) return p;
   }
   return nullptr;

@@ -170,7 +170,8 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
   return released;
 }
 
-void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t size) {
+void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t size,
+                               large_reach reach) {
   large_shard& own = *shards_[cache.shard()];
   const std::size_t g = vm_granule();
   const timeline* me = &s.get_timeline();
@@ -199,7 +200,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
     bool fresh_memory = false;
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
     if (void* p = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
-                                /*try_only=*/false)) {
+                                /*try_only=*/false, reach)) {
       return p;
     }
     large_shard* target = &own;  // the shard whose range the window is in
@@ -227,6 +228,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         };
         for (std::size_t i = 1; i < shard_count; ++i) {
           large_shard& other = *shards_[(own.index + i) % shard_count];
+          if (!within_reach(own, other, reach)) continue;
           std::unique_lock other_lock(other.mu);
           other.arena.coalesce(/*force=*/false);
           std::optional<block_arena::window> ow = other.arena.best_window(size, ready);
@@ -267,6 +269,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           // Never from under the window's own chain.
           for (std::size_t i = 0; i < shard_count && have < need; ++i) {
             large_shard& sh = *shards_[(own.index + i) % shard_count];
+            if (!within_reach(own, sh, reach)) continue;
             std::unique_lock<counted_mutex> sh_lock;
             if (&sh != &own && &sh != target) sh_lock = std::unique_lock(sh.mu);
             const bool window_here = &sh == target;
@@ -295,7 +298,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           // that growth; a wait couples the two streams, so it is taken only here.
           unlock_all();
           if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
-                                      /*try_only=*/false)) {
+                                      /*try_only=*/false, reach)) {
             return p;
           }
           // Neighbours kept apart because different streams' work on them is pending may fit
@@ -307,15 +310,19 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           }
           if (merged) {
             if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
-                                        /*try_only=*/false)) {
+                                        /*try_only=*/false, reach)) {
               return p;
             }
           }
-          // More than the device holds, with what is reserved already, cannot be created: fail
-          // before creating any (the reclaim ladder trims and retries), instead of taking the
-          // whole device until the driver refuses.
+          // More than the device holds or the limit allows, with what is reserved already,
+          // cannot be created: fail before creating any (the reclaim ladder trims and retries;
+          // per stream, other streams' memory is tried first), instead of taking the whole
+          // device until the driver refuses, or creating granules only to release them.
           const std::size_t total = backend_->caps().total_memory;
-          if (total != 0 && (need - have) * g > total - std::min(total, reserved)) {
+          const std::size_t limit = limit_.load(std::memory_order_relaxed);
+          const std::size_t to_create = (need - have) * g;
+          if ((total != 0 && to_create > total - std::min(total, reserved)) ||
+              (limit != 0 && to_create > limit - std::min(limit, reserved))) {
             release_physical(fresh);
             return nullptr;
           }

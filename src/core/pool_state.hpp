@@ -209,15 +209,21 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void note_peak(std::int64_t pending) noexcept;
 
   // ---- large blocks (pool_large.cpp) ----
+  /// Which shards a large request may take memory from, by reuse or by remapping. Per stream
+  /// (pool_options::large_blocks_per_stream): its own shard and shards no live stream uses, until
+  /// growth is refused; else, and then, every shard.
+  enum class large_reach : bool { own_and_idle, every_shard };
+  [[nodiscard]] bool within_reach(const large_shard& own, const large_shard& other,
+                                  large_reach reach) const noexcept;
   void* allocate_large(stream_ref s, std::size_t bytes);
   /// Best fit among the free blocks of `sh` with memory behind them: one that needs no wait, else
   /// (when `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
   /// `try_only`: skip the shard if its lock is held (a probe of another stream's shard).
   void* take_free_large(stream_ref s, stream_cache& cache, large_shard& sh, std::size_t size,
                         bool pending_ok, bool split_big, bool try_only = false);
-  /// The same over every shard: the cache's own first, then the others in turn.
+  /// The same over the shards within reach: the cache's own first, then the others in turn.
   void* take_free_any(stream_ref s, stream_cache& cache, std::size_t size, bool pending_ok,
-                      bool split_big, bool try_only);
+                      bool split_big, bool try_only, large_reach reach);
   /// Counts the block of `sh` just taken live (under sh.mu).
   static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
   /// Orders s after `waits` and counts `bytes` live on s's cache (no lock held).
@@ -238,7 +244,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void give_back_free_segments();
 
   // ---- large blocks on virtual memory (pool_large_growth.cpp) ----
-  void* grow_virtual(stream_ref s, stream_cache& cache, std::size_t size);
+  void* grow_virtual(stream_ref s, stream_cache& cache, std::size_t size, large_reach reach);
   [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
   /// Reserves another virtual range of at least `bytes` for `own`; false when the address space
   /// is refused.

@@ -3,7 +3,7 @@
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
 //          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] [--quiet-after K]
-//          [--lag N] [--html OUT.html]
+//          [--lag N] [--per-stream] [--html OUT.html]
 //          TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
@@ -40,6 +40,9 @@
 // no work), so that a replay never depends on thread timing. Without it, memory a
 // stream freed is known complete to the others as soon as anyone asks, so the replay shows no
 // device waits and none of the growth that waiting for completion causes.
+//
+// --per-stream: streampool's pools keep large blocks with the streams that free them
+// (pool_options::large_blocks_per_stream, as the PyTorch plug-in's pool does).
 //
 // --html OUT.html: also write the memory picture (docs/memory-picture.md): one self-contained page
 // with live and reserved bytes over the events for each allocator replayed, and the block map and
@@ -183,11 +186,12 @@ result replay_exact(const trace& t, std::size_t granularity, const std::string& 
 /// per event: on the GPT-2 trace recording and the peak's snapshots together add about 0.4 us of
 /// CPU time per event) and offers the pool to `peak` at each.
 result replay_pool(const trace& t, const streampool::device& dev, const std::string& name,
-                   memory_recorder& rec, peak_snapshot& peak) {
+                   const streampool::pool_options& options, memory_recorder& rec,
+                   peak_snapshot& peak) {
   using namespace streampool;
   result r;
   r.name = name;
-  pool p(dev);
+  pool p(dev, options);
   std::map<std::uint32_t, std::unique_ptr<stream>> streams;
   for (const event& e : t.events) {
     if (!streams.count(e.stream)) streams.emplace(e.stream, std::make_unique<stream>(dev));
@@ -261,12 +265,13 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
   }
   char note[512];
   std::snprintf(note, sizeof note,
-                "granularity %zu KiB, %s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
+                "granularity %zu KiB, %s%s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
                 "create, %llu map, %llu unmap, %llu release; %llu host waits, %llu device waits; "
                 "%zu blocks live at "
                 "the end%s",
                 dev.get_backend().caps().granularity >> 10,
                 dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
+                options.large_blocks_per_stream ? ", large blocks per stream" : "",
                 static_cast<unsigned long long>(st.upstream_allocations),
                 static_cast<unsigned long long>(st.upstream_deallocations),
                 static_cast<unsigned long long>(st.upstream_reserves),
@@ -297,7 +302,7 @@ int usage() {
       stderr,
       "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
       "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-      "[--quiet-after K] [--lag N] [--html OUT.html] TRACE[.gz]\n");
+      "[--quiet-after K] [--lag N] [--per-stream] [--html OUT.html] TRACE[.gz]\n");
   return 2;
 }
 
@@ -315,6 +320,7 @@ int main(int argc, char** argv) {
   long long quiet_after = -1;
   std::string html_path;
   std::string path;
+  streampool::pool_options pool_options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) {
@@ -331,6 +337,8 @@ int main(int argc, char** argv) {
       quiet_after = std::strtoll(argv[++i], nullptr, 10);
     } else if (a == "--lag" && i + 1 < argc) {
       lag = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--per-stream") {
+      pool_options.large_blocks_per_stream = true;
     } else if (a == "--html" && i + 1 < argc) {
       html_path = argv[++i];
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
@@ -374,7 +382,7 @@ int main(int argc, char** argv) {
     auto run_pool = [&](const streampool::device& dev, const std::string& name) {
       memory_recorder rec(html, t.events.size());
       peak_snapshot peak(html && !report.snapshot);
-      results.push_back(replay_pool(t, dev, name, rec, peak));
+      results.push_back(replay_pool(t, dev, name, pool_options, rec, peak));
       if (html) report.series.push_back(rec.take(name));
       if (peak.taken()) {
         report.snapshot = std::move(peak.taken());
