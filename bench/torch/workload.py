@@ -121,6 +121,7 @@ def timed_steps(step_fn, n_warmup, n_steps):
             times.append(dt * 1e3)
             per_step.append({k: after[k] - before[k] for k in after})
             per_step[-1]["cpu_ms"] = (c1 - c0) * 1e3
+            per_step[-1]["ended_at"] = time.time()  # wall clock: lines steps up with clock logs
     return times, per_step
 
 
