@@ -112,19 +112,40 @@ void block_arena::remove_range(arena_range* r) {
   std::erase_if(ranges_, [&](const std::unique_ptr<arena_range>& x) { return x.get() == r; });
 }
 
+namespace {
+
+/// Inserts b into `set`, in a node kept from an earlier erase when there is one.
+template <class Set>
+typename Set::iterator insert_recycled(Set& set, std::vector<typename Set::node_type>& spare,
+                                       arena_block* b) {
+  if (spare.empty()) return set.insert(b).first;
+  typename Set::node_type node = std::move(spare.back());
+  spare.pop_back();
+  node.value() = b;
+  return set.insert(std::move(node)).position;
+}
+
+}  // namespace
+
+template <class Container>
+void block_arena::keep_node(std::vector<typename Container::node_type>& spare,
+                            typename Container::node_type node) {
+  if (spare.size() < spare_max) spare.push_back(std::move(node));
+}
+
 void block_arena::index(arena_block* b) {
   if (b->state == block_state::mapped) {
-    b->in_mapped = mapped_.insert(b).first;
+    b->in_mapped = insert_recycled(mapped_, spare_mapped_nodes_, b);
   } else if (b->state == block_state::unmapped) {
-    b->in_unmapped = unmapped_.insert(b).first;
+    b->in_unmapped = insert_recycled(unmapped_, spare_unmapped_nodes_, b);
   }
 }
 
 void block_arena::unindex(arena_block* b) {
   if (b->state == block_state::mapped) {
-    mapped_.erase(b->in_mapped);
+    keep_node<mapped_set>(spare_mapped_nodes_, mapped_.extract(b->in_mapped));
   } else if (b->state == block_state::unmapped) {
-    unmapped_.erase(b->in_unmapped);
+    keep_node<unmapped_set>(spare_unmapped_nodes_, unmapped_.extract(b->in_unmapped));
   }
 }
 
@@ -206,13 +227,22 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n,
   b->tokens.clear();
   b->absorbed_complete = false;
   b->stream = stream;
-  live_.emplace(b->start, b);
+  if (spare_live_nodes_.empty()) {
+    live_.emplace(b->start, b);
+  } else {
+    auto node = std::move(spare_live_nodes_.back());
+    spare_live_nodes_.pop_back();
+    node.key() = b->start;
+    node.mapped() = b;
+    live_.insert(std::move(node));
+  }
   return b;
 }
 
 arena_block* block_arena::release(arena_block* b, token_set tokens) {
   STREAMPOOL_ASSERT(b->state == block_state::live);
-  live_.erase(b->start);
+  keep_node<std::unordered_map<std::uintptr_t, arena_block*>>(spare_live_nodes_,
+                                                              live_.extract(b->start));
   b->state = block_state::mapped;
   b->tokens = std::move(tokens);
   return merge_and_index(b);

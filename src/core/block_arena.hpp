@@ -220,6 +220,12 @@ class block_arena {
   arena_block* new_block();
   void delete_block(arena_block* b);
   static constexpr std::size_t spare_max = 1024;
+  /// The indexes' nodes are recycled the same way (node handles, at most spare_max of each):
+  /// every allocation and free inserts into and erases from two of them, and in a running
+  /// program the malloc and free behind each node cost more than the tree walk.
+  template <class Container>
+  static void keep_node(std::vector<typename Container::node_type>& spare,
+                        typename Container::node_type node);
 
   const std::size_t granularity_;
   const bool keep_streams_apart_;
@@ -228,6 +234,9 @@ class block_arena {
   unmapped_set unmapped_;
   std::unordered_map<std::uintptr_t, arena_block*> live_;
   std::vector<arena_block*> spare_;
+  std::vector<mapped_set::node_type> spare_mapped_nodes_;
+  std::vector<unmapped_set::node_type> spare_unmapped_nodes_;
+  std::vector<std::unordered_map<std::uintptr_t, arena_block*>::node_type> spare_live_nodes_;
 };
 
 }  // namespace streampool::detail

@@ -130,8 +130,7 @@ std::size_t pool_state::release_segment(segment* seg) {
 
 // ---- out of memory ----------------------------------------------------------------------------
 
-void* pool_state::with_reclaim(std::size_t bytes, const std::function<void*()>& attempt) {
-  if (void* p = attempt()) return p;
+void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*()>& attempt) {
   // The ladder: memory cached by other streams and fully free segments first, then the
   // language runtime's hooks (a GC that frees arrays), then give up with the numbers.
   trim();

@@ -288,9 +288,17 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Unregisters a wholly free segment and gives its memory back; returns the bytes that went
   /// upstream (0 for a slab whose shared page still holds other slabs).
   std::size_t release_segment(segment* seg);
-  /// Runs the out-of-memory ladder around `attempt` (trim, hooks, retry) and throws when it
-  /// still fails.
-  void* with_reclaim(std::size_t bytes, const std::function<void*()>& attempt);
+  /// Runs `attempt`; when it fails, the out-of-memory ladder around it (trim, hooks, retry), and
+  /// throws when it still fails. The first try is a plain call, and the ladder gets the attempt
+  /// by reference: a large request's lambda does not fit std::function's small buffer, which cost
+  /// a malloc and a free per allocation.
+  template <class Attempt>
+  void* with_reclaim(std::size_t bytes, Attempt&& attempt) {
+    if (void* p = attempt()) return p;
+    return reclaim_and_retry(bytes, std::function<void*()>(std::ref(attempt)));
+  }
+  /// The ladder of with_reclaim, after a first attempt failed.
+  void* reclaim_and_retry(std::size_t bytes, const std::function<void*()>& attempt);
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) const;
   /// Host-waits for the pending work of all cached memory (no lock held while waiting). Returns
   /// false when there was none.
