@@ -112,6 +112,25 @@ TEST(TorchPlugin, AllocFreeOnNativeStreamsWithSizeZeroAndReuse) {
   EXPECT_EQ(p.pool().statistics().live_bytes, 0u);
 }
 
+TEST(TorchPlugin, LargeBlocksStayWithTheStreamThatFreedThem) {
+  // The plug-in's pool keeps large blocks per stream (docs/torch.md): b does not get a's freed
+  // block while a lives; a gets it back.
+  plugin p;
+  auto& [a, b, c] = streams(p.dev());
+  constexpr std::size_t n = std::size_t{48} << 20;
+  void* x = sp_torch_malloc(n, 0, a.ref().native());
+  sp_torch_free(x, n, 0, a.ref().native());
+  a.synchronize();
+  void* y = sp_torch_malloc(n, 0, b.ref().native());
+  EXPECT_NE(y, x);
+  void* z = sp_torch_malloc(n, 0, a.ref().native());
+  EXPECT_EQ(z, x);
+  sp_torch_free(y, n, 0, b.ref().native());
+  sp_torch_free(z, n, 0, a.ref().native());
+  b.synchronize();
+  a.synchronize();
+}
+
 TEST(TorchPlugin, RecordStreamKeepsMemoryFromEarlyReuse) {
   plugin p;
   auto& [a, b, c] = streams(p.dev());

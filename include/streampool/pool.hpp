@@ -75,11 +75,12 @@ struct pool_options {
   /// Virtual memory: large blocks stay with the streams that free them, as in PyTorch's own
   /// allocator and its expandable segments. Another live stream neither reuses nor remaps them;
   /// it grows its own memory instead. Memory moves between streams only from streams that are
-  /// gone (no live cache uses their shard), or when growth is refused (the memory limit, or the
-  /// device is full). Streams that each repeat their work then settle with no driver call and
-  /// no device-side wait, at the sum of the streams' peaks rather than their joint peak
-  /// (docs/large-blocks.md, "Per stream"). One stream's program is not affected. The PyTorch
-  /// plug-in turns it on.
+  /// gone (no live cache uses their shard), or when a growth would be refused: the memory limit,
+  /// the device, or release_threshold, which then acts as a limit. Streams that each repeat their
+  /// work then settle with no driver call and no device-side wait, at the sum of the streams'
+  /// peaks rather than their joint peak (docs/large-blocks.md, "Per stream"). The streams are
+  /// kept apart by shard, and there are 16: from the 17th live stream on, streams share a shard
+  /// and its blocks. One stream's program is not affected. The PyTorch plug-in turns it on.
   bool large_blocks_per_stream = false;
 };
 

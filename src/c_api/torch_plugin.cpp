@@ -81,11 +81,22 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 #endif
 }
 
-/// The plug-in pool's options: large blocks per stream unless STREAMPOOL_TORCH_PER_STREAM=0.
+/// The plug-in pool's options: large blocks per stream unless STREAMPOOL_TORCH_PER_STREAM says
+/// 0, false, off or no (1, true, on, yes or unset: per stream; anything else is reported).
 sp::pool_options plugin_options() {
   sp::pool_options o;
-  const char* per_stream = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
-  o.large_blocks_per_stream = per_stream == nullptr || std::strcmp(per_stream, "0") != 0;
+  o.large_blocks_per_stream = true;
+  const char* v = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
+  if (v == nullptr) return o;
+  const std::string value = v;
+  if (value == "0" || value == "false" || value == "off" || value == "no") {
+    o.large_blocks_per_stream = false;
+  } else if (value != "1" && value != "true" && value != "on" && value != "yes") {
+    std::fprintf(stderr,
+                 "streampool: torch plug-in: STREAMPOOL_TORCH_PER_STREAM=\"%s\" is not one of 0, "
+                 "false, off, no, 1, true, on, yes; large blocks stay per stream\n",
+                 v);
+  }
   return o;
 }
 

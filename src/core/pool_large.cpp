@@ -19,7 +19,9 @@
 // Shards (large_shard.hpp): each stream allocates from its own shard, each free goes to the shard
 // of its block. The rules above run on the stream's shard first; a free block of another shard
 // is taken before any growth (its lock only tried: a busy shard belongs to a running thread), and
-// a growth remaps from every shard. One stream: one shard, exactly the policy above.
+// a growth remaps from every shard. One stream: one shard, exactly the policy above. Per stream
+// (pool_options::large_blocks_per_stream), "another shard" and "every shard" mean only shards no
+// live stream uses, until a growth would be refused (large_reach).
 //
 // This file: reuse of free blocks (both paths), frees, recorded uses, markers, trim and the end of
 // the pool. Growth is elsewhere: pool_large_growth.cpp (virtual memory), pool_segments.cpp
@@ -63,11 +65,9 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
                                   /*try_only=*/true, first)) {
         return q;
       }
-      if (void* q = grow_virtual(s, cache, size, first)) return q;
-      if (first == large_reach::every_shard) return nullptr;
-      // Per stream, growth was refused (the memory limit, or the device is full): other live
-      // streams' free memory, behind waits, before the reclaim ladder trims.
-      return grow_virtual(s, cache, size, large_reach::every_shard);
+      // Per stream, a growth that would be refused (the limit, the release threshold, the
+      // device) widens its reach to other live streams' free memory itself.
+      return grow_virtual(s, cache, size, first);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
       const std::lock_guard growth(growth_mu_);
@@ -234,10 +234,11 @@ void pool_state::record_use_large(large_range& r, void* p, const token& use) {
   merge_token(b->tokens, use);
 }
 
-void pool_state::mark_free_large(const timeline* skip) {
+void pool_state::mark_free_large(const timeline* skip, const large_shard* own, large_reach reach) {
   // The latest point per timeline over every free block not known complete: one marker each.
   token_set pending;
   for (const auto& sh : shards_) {
+    if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
     std::lock_guard lock(sh->mu);
     for (arena_block* b : sh->arena.mapped_free())
       if (!all_complete(b->tokens))

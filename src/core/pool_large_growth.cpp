@@ -289,7 +289,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           // it moves memory away from where its next request of the same size wants it back
           // (on the GPT-2 trace: 4 granules more at the peak, and remaps in step 2).
           unlock_all();
-          mark_free_large(me);
+          mark_free_large(me, &own, reach);
           marked = true;
           continue;
         }
@@ -305,6 +305,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           // together; merged, the block waits for both. Worth it only against real growth.
           bool merged = false;
           for (const auto& sh : shards_) {
+            if (!within_reach(own, *sh, reach)) continue;
             const std::lock_guard relock(sh->mu);
             merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
           }
@@ -314,21 +315,38 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
               return p;
             }
           }
-          // More than the device holds or the limit allows, with what is reserved already,
-          // cannot be created: fail before creating any (the reclaim ladder trims and retries;
-          // per stream, other streams' memory is tried first), instead of taking the whole
-          // device until the driver refuses, or creating granules only to release them.
+          // More than the device holds or the limit allows, with what is reserved now, cannot be
+          // created: fail before creating any (the reclaim ladder trims and retries), instead of
+          // taking the whole device until the driver refuses, or creating granules only to
+          // release them. Per stream, the release threshold counts as a limit too (memory past
+          // it would go back at once, and the other streams would create theirs again), and a
+          // refusal first widens the reach to every stream's free memory, keeping the spares and
+          // the markers of this growth.
+          const std::size_t reserved_now = reserved_now_.load(std::memory_order_relaxed);
           const std::size_t total = backend_->caps().total_memory;
           const std::size_t limit = limit_.load(std::memory_order_relaxed);
+          const std::size_t cap = reach == large_reach::every_shard ? limit
+                                  : limit == 0                      ? options_.release_threshold
+                                               : std::min(limit, options_.release_threshold);
           const std::size_t to_create = (need - have) * g;
-          if ((total != 0 && to_create > total - std::min(total, reserved)) ||
-              (limit != 0 && to_create > limit - std::min(limit, reserved))) {
+          if ((total != 0 && to_create > total - std::min(total, reserved_now)) ||
+              (cap != 0 && to_create > cap - std::min(cap, reserved_now))) {
+            if (reach == large_reach::own_and_idle) {
+              reach = large_reach::every_shard;
+              marked = false;  // the shards now in reach were not marked
+              continue;
+            }
             release_physical(fresh);
             return nullptr;
           }
           std::vector<native_physical> more = create_physical(need - have);
           const bool enough = more.size() == need - have;
           fresh.insert(fresh.end(), more.begin(), more.end());
+          if (!enough && reach == large_reach::own_and_idle) {
+            reach = large_reach::every_shard;  // what was created stays for the wider plan
+            marked = false;
+            continue;
+          }
           if (!enough) {
             // Refused: what was created goes back now, not kept spare, so that memory is free
             // for the reclaim ladder's retry and for whoever catches the out-of-memory error.

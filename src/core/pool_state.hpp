@@ -232,8 +232,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
   void record_use_large(large_range& r, void* p, const token& use);
   /// Records a marker behind the last use of every free large block not known complete, where no
-  /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`.
-  void mark_free_large(const timeline* skip);
+  /// marker covers it yet (never waits), so that completion becomes visible. Not on `skip`; with
+  /// `own`, only in the shards within `reach` of it.
+  void mark_free_large(const timeline* skip, const large_shard* own = nullptr,
+                       large_reach reach = large_reach::every_shard);
   std::size_t trim_large();
   void destroy_large() noexcept;
 
