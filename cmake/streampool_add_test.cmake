@@ -1,4 +1,5 @@
-# streampool_add_test(<name> SOURCES <src>... [GPUS <n>] [LABELS <label>...] [TIMEOUT <seconds>])
+# streampool_add_test(<name> SOURCES <src>... [GPUS <n>] [LABELS <label>...] [TIMEOUT <seconds>]
+#                     [PAST_LSAN_CRASH])
 #
 # One GoogleTest executable <name>, linked to streampool and GTest::gtest_main, registered with
 # CTest as a single test that runs the whole binary (one process per binary keeps ctest fast;
@@ -9,6 +10,9 @@
 #            device; a binary whose output says [  SKIPPED ] (no GPU here) is reported as skipped.
 #   LABELS   extra CTest labels; every test also gets `unit` or `gpu`.
 #   TIMEOUT  seconds (default 300; tripled under sanitizers).
+#   PAST_LSAN_CRASH  under ASan, run through cmake/run_past_lsan_crash.cmake: a crash of
+#            LeakSanitizer itself at exit (not a report) runs the binary once more. For tests of
+#            uninstrumented runtimes whose threads exit at process exit (PoCL).
 #
 # Under a sanitizer build the test binary gets STREAMPOOL_TEST_UNDER_SANITIZER=1 so stress tests
 # can scale themselves down, and the environment from STREAMPOOL_SANITIZER_ENV.
@@ -18,7 +22,7 @@ include(GoogleTest)
 include(streampool_warnings)
 
 function(streampool_add_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "GPUS;TIMEOUT" "SOURCES;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PAST_LSAN_CRASH" "GPUS;TIMEOUT" "SOURCES;LABELS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "streampool_add_test(${name}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -61,7 +65,13 @@ function(streampool_add_test name)
     return()
   endif()
 
-  add_test(NAME ${name} COMMAND ${name})
+  if(arg_PAST_LSAN_CRASH AND STREAMPOOL_USE_ASAN)
+    add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -D "PROGRAM=$<TARGET_FILE:${name}>" -P
+                                  "${PROJECT_SOURCE_DIR}/cmake/run_past_lsan_crash.cmake")
+    math(EXPR arg_TIMEOUT "${arg_TIMEOUT} * 2")  # room for the one rerun
+  else()
+    add_test(NAME ${name} COMMAND ${name})
+  endif()
   set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT ${arg_TIMEOUT})
   if(STREAMPOOL_SANITIZER_ENV)
     set_tests_properties(${name} PROPERTIES ENVIRONMENT "${STREAMPOOL_SANITIZER_ENV}")
