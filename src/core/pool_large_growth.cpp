@@ -320,8 +320,8 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           // taking the whole device until the driver refuses, or creating granules only to
           // release them. Per stream, the release threshold counts as a limit too (memory past
           // it would go back at once, and the other streams would create theirs again), and a
-          // refusal first widens the reach to every stream's free memory, keeping the spares and
-          // the markers of this growth.
+          // refusal first widens the reach to every stream's free memory, keeping this growth's
+          // spares (and marking the shards that come into reach).
           const std::size_t reserved_now = reserved_now_.load(std::memory_order_relaxed);
           const std::size_t total = backend_->caps().total_memory;
           const std::size_t limit = limit_.load(std::memory_order_relaxed);
