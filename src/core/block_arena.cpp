@@ -114,24 +114,35 @@ void block_arena::remove_range(arena_range* r) {
 
 namespace {
 
-/// Inserts b into `set`, in a node kept from an earlier erase when there is one.
+// The indexes' nodes, recycled (block_arena.hpp): at most spare_nodes each.
+constexpr std::size_t spare_nodes = 1024;
+
+template <class Container>
+void keep_node(std::vector<typename Container::node_type>& spare,
+               typename Container::node_type node) {
+  if (spare.size() < spare_nodes) spare.push_back(std::move(node));
+}
+
+/// A kept node, or an empty one when none is kept.
+template <class Container>
+typename Container::node_type reuse_node(std::vector<typename Container::node_type>& spare) {
+  if (spare.empty()) return {};
+  typename Container::node_type node = std::move(spare.back());
+  spare.pop_back();
+  return node;
+}
+
+/// Inserts b into `set`, in a kept node when there is one.
 template <class Set>
 typename Set::iterator insert_recycled(Set& set, std::vector<typename Set::node_type>& spare,
                                        arena_block* b) {
-  if (spare.empty()) return set.insert(b).first;
-  typename Set::node_type node = std::move(spare.back());
-  spare.pop_back();
+  typename Set::node_type node = reuse_node<Set>(spare);
+  if (node.empty()) return set.insert(b).first;
   node.value() = b;
   return set.insert(std::move(node)).position;
 }
 
 }  // namespace
-
-template <class Container>
-void block_arena::keep_node(std::vector<typename Container::node_type>& spare,
-                            typename Container::node_type node) {
-  if (spare.size() < spare_max) spare.push_back(std::move(node));
-}
 
 void block_arena::index(arena_block* b) {
   if (b->state == block_state::mapped) {
@@ -227,22 +238,19 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n,
   b->tokens.clear();
   b->absorbed_complete = false;
   b->stream = stream;
-  if (spare_live_nodes_.empty()) {
-    live_.emplace(b->start, b);
-  } else {
-    auto node = std::move(spare_live_nodes_.back());
-    spare_live_nodes_.pop_back();
+  if (auto node = reuse_node<live_map>(spare_live_nodes_); !node.empty()) {
     node.key() = b->start;
     node.mapped() = b;
     live_.insert(std::move(node));
+  } else {
+    live_.emplace(b->start, b);
   }
   return b;
 }
 
 arena_block* block_arena::release(arena_block* b, token_set tokens) {
   STREAMPOOL_ASSERT(b->state == block_state::live);
-  keep_node<std::unordered_map<std::uintptr_t, arena_block*>>(spare_live_nodes_,
-                                                              live_.extract(b->start));
+  keep_node<live_map>(spare_live_nodes_, live_.extract(b->start));
   b->state = block_state::mapped;
   b->tokens = std::move(tokens);
   return merge_and_index(b);

@@ -75,6 +75,7 @@ struct block_by_start {
 // searched the tree: a tenth of the time of a large allocation and free).
 using mapped_set = std::set<arena_block*, block_by_size>;
 using unmapped_set = std::set<arena_block*, block_by_start>;
+using live_map = std::unordered_map<std::uintptr_t, arena_block*>;
 
 struct arena_block {
   std::uintptr_t start = 0;
@@ -159,10 +160,7 @@ class block_arena {
   /// The block of `r` that holds address a (a walk through the range: for rare paths).
   [[nodiscard]] static arena_block* block_at(const arena_range& r, std::uintptr_t a) noexcept;
   [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
-  [[nodiscard]] const std::unordered_map<std::uintptr_t, arena_block*>& live_blocks()
-      const noexcept {
-    return live_;
-  }
+  [[nodiscard]] const live_map& live_blocks() const noexcept { return live_; }
 
   using by_size = block_by_size;
   using by_start = block_by_start;
@@ -220,23 +218,20 @@ class block_arena {
   arena_block* new_block();
   void delete_block(arena_block* b);
   static constexpr std::size_t spare_max = 1024;
-  /// The indexes' nodes are recycled the same way (node handles, at most spare_max of each):
-  /// every allocation and free inserts into and erases from two of them, and in a running
-  /// program the malloc and free behind each node cost more than the tree walk.
-  template <class Container>
-  static void keep_node(std::vector<typename Container::node_type>& spare,
-                        typename Container::node_type node);
 
   const std::size_t granularity_;
   const bool keep_streams_apart_;
   std::vector<std::unique_ptr<arena_range>> ranges_;
   mapped_set mapped_;
   unmapped_set unmapped_;
-  std::unordered_map<std::uintptr_t, arena_block*> live_;
+  live_map live_;
   std::vector<arena_block*> spare_;
+  // The indexes' nodes are recycled the same way (node handles): every allocation and free
+  // inserts into and erases from two of them, and in a running program the malloc and free behind
+  // each node cost more than the tree walk.
   std::vector<mapped_set::node_type> spare_mapped_nodes_;
   std::vector<unmapped_set::node_type> spare_unmapped_nodes_;
-  std::vector<std::unordered_map<std::uintptr_t, arena_block*>::node_type> spare_live_nodes_;
+  std::vector<live_map::node_type> spare_live_nodes_;
 };
 
 }  // namespace streampool::detail

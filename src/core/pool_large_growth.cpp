@@ -329,27 +329,21 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
                                   : limit == 0                      ? options_.release_threshold
                                                : std::min(limit, options_.release_threshold);
           const std::size_t to_create = (need - have) * g;
-          if ((total != 0 && to_create > total - std::min(total, reserved_now)) ||
-              (cap != 0 && to_create > cap - std::min(cap, reserved_now))) {
-            if (reach == large_reach::own_and_idle) {
-              reach = large_reach::every_shard;
-              marked = false;  // the shards now in reach were not marked
-              continue;
-            }
-            release_physical(fresh);
-            return nullptr;
+          bool refused = (total != 0 && to_create > total - std::min(total, reserved_now)) ||
+                         (cap != 0 && to_create > cap - std::min(cap, reserved_now));
+          if (!refused) {
+            std::vector<native_physical> more = create_physical(need - have);
+            refused = more.size() != need - have;  // the upstream refused part of it
+            fresh.insert(fresh.end(), more.begin(), more.end());
           }
-          std::vector<native_physical> more = create_physical(need - have);
-          const bool enough = more.size() == need - have;
-          fresh.insert(fresh.end(), more.begin(), more.end());
-          if (!enough && reach == large_reach::own_and_idle) {
+          if (refused && reach == large_reach::own_and_idle) {
             reach = large_reach::every_shard;  // what was created stays for the wider plan
-            marked = false;
+            marked = false;                    // the shards now in reach were not marked
             continue;
           }
-          if (!enough) {
-            // Refused: what was created goes back now, not kept spare, so that memory is free
-            // for the reclaim ladder's retry and for whoever catches the out-of-memory error.
+          if (refused) {
+            // What was created goes back now, not kept spare, so that memory is free for the
+            // reclaim ladder's retry and for whoever catches the out-of-memory error.
             release_physical(fresh);
             return nullptr;
           }
