@@ -18,6 +18,7 @@ done
 strip --strip-debug -o .gpurun/bin/replay build/release/tools/replay/replay
 strip --strip-debug -o .gpurun/lib/libstreampool.so.0 build/release/libstreampool.so.0.*
 strip --strip-debug -o .gpurun/faultlib/libstreampool.so.0 build/fault/libstreampool.so.0.*
+strip --strip-debug -o .gpurun/lib/libstreampool_torch_floor.so build/release/bench/libstreampool_torch_floor.so
 # DEVICE_PACK_WHEEL_PYTHON=<python with pip>: also `pip wheel .` (PyPI reachable here, not there)
 # into .gpurun/wheel/, for device-check.sh's python stage to install from.
 if [[ -n ${DEVICE_PACK_WHEEL_PYTHON:-} ]]; then

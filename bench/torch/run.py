@@ -22,13 +22,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = ["native", "async", "expandable", "streampool"]
 NAMES = {"native": "PyTorch native", "async": "cudaMallocAsync", "expandable": "expandable segments",
-         "streampool": "streampool"}
+         "streampool": "streampool", "floor": "floor plug-in"}
 
 
-def run_one(allocator, workload, steps, warmup, out_dir, round_no):
+def run_one(allocator, workload, steps, warmup, out_dir, round_no, profile=0):
     path = os.path.join(out_dir, f"{workload}-{allocator}-{round_no}.json")
     cmd = [sys.executable, os.path.join(HERE, "workload.py"), "--allocator", allocator,
            "--workload", workload, "--steps", str(steps), "--warmup", str(warmup), "--json", path]
+    if profile and workload != "server":
+        cmd += ["--profile", str(profile)]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
@@ -38,9 +40,12 @@ def run_one(allocator, workload, steps, warmup, out_dir, round_no):
     with open(path) as f:
         r = json.load(f)
     r["round"] = round_no
+    prof = r.get("profile")
     print(f"  {workload:9s} {allocator:11s} round {round_no}: median "
           f"{statistics.median(r['step_ms']):.2f} ms, peak reserved "
-          f"{r['peak_reserved'] / 2**20:,.0f} MiB ({time.time() - t0:.0f} s)", flush=True)
+          f"{r['peak_reserved'] / 2**20:,.0f} MiB ({time.time() - t0:.0f} s)"
+          + (f"; profiled: wall {prof['wall_ms_per_step']:.2f} ms, device "
+             f"{prof['device_ms_per_step']:.2f} ms per step" if prof else ""), flush=True)
     return r
 
 
@@ -146,6 +151,9 @@ def main():
     ap.add_argument("--workloads", default="gpt2,resnet50,server")
     ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--out", default="torch-e2e.json")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="training: N more steps per run under torch.profiler (workload.py "
+                         "--profile); each run's line then says its wall and device ms per step")
     args = ap.parse_args()
     ALLOCATORS = args.allocators.split(",")
     out_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "runs")
@@ -155,7 +163,7 @@ def main():
         for w in runs:
             print(f"round {rnd}: {w}: {' '.join(order(rnd))}", flush=True)
             for a in order(rnd):
-                runs[w].append(run_one(a, w, args.steps, args.warmup, out_dir, rnd))
+                runs[w].append(run_one(a, w, args.steps, args.warmup, out_dir, rnd, args.profile))
                 with open(args.out, "w") as f:  # after every run: a call cut short keeps its data
                     json.dump(runs, f)
     with open(args.out, "w") as f:

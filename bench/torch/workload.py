@@ -3,7 +3,10 @@
     python3 bench/torch/workload.py --allocator streampool --workload gpt2 --steps 40 --json out.json
 
 Allocators: native (PyTorch's caching allocator), async (backend:cudaMallocAsync), expandable
-(expandable_segments:True), streampool (streampool.torch.enable()).
+(expandable_segments:True), streampool (streampool.torch.enable()), and floor: the cheapest plug-in
+(bench/torch/floor_plugin.cpp, exact-size free lists; training only), which measures what PyTorch's
+pluggable path costs by itself. Its library: $STREAMPOOL_FLOOR_LIBRARY, else
+libstreampool_torch_floor.so beside $STREAMPOOL_LIBRARY.
 Workloads (issue 7):
   gpt2      GPT-2 small training: GPT2Config() defaults, random init, batch 8x512, AdamW lr 1e-4,
             bf16 autocast.
@@ -31,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def parse():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--allocator", required=True, choices=["native", "async", "expandable", "streampool"])
+    ap.add_argument("--allocator", required=True, choices=["native", "async", "expandable", "streampool", "floor"])
     ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server"])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
@@ -60,6 +63,13 @@ if ARGS.allocator == "streampool":
     import streampool.torch  # noqa: E402
 
     streampool.torch.enable()
+elif ARGS.allocator == "floor":
+    if ARGS.workload == "server":
+        sys.exit("workload.py: the floor plug-in ignores streams; it is for one-stream training only")
+    FLOOR = os.environ.get("STREAMPOOL_FLOOR_LIBRARY") or os.path.join(
+        os.path.dirname(os.environ.get("STREAMPOOL_LIBRARY", "")), "libstreampool_torch_floor.so")
+    torch.cuda.memory.change_current_allocator(
+        torch.cuda.memory.CUDAPluggableAllocator(FLOOR, "floor_malloc", "floor_free"))
 
 
 class Counters:
@@ -71,8 +81,8 @@ class Counters:
             return {"upstream_calls": st["streampool.upstream_calls"],
                     "host_waits": st["streampool.host_waits"],
                     "device_waits": st["streampool.device_waits"]}
-        if ARGS.allocator == "async":
-            return {}  # the cudaMallocAsync backend does not count driver calls
+        if ARGS.allocator in ("async", "floor"):
+            return {}  # neither the cudaMallocAsync backend nor the floor plug-in counts them
         st = torch.cuda.memory_stats()
         if "num_device_alloc" not in st:
             return {}
@@ -81,6 +91,8 @@ class Counters:
     def peak_reserved(self):
         if ARGS.allocator == "streampool":
             return streampool.torch.memory_stats()["reserved_bytes.all.peak"]
+        if ARGS.allocator == "floor":
+            return 0  # not counted (it never gives memory back: the most it held is at the end)
         return torch.cuda.max_memory_reserved()
 
 
