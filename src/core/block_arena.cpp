@@ -414,8 +414,10 @@ std::string block_arena::find_broken() const {
           break;
         case block_state::mapped:
           ++mapped;
-          if (mapped_.count(const_cast<arena_block*>(b)) == 0)
-            return broken("indexes: mapped block not indexed", *b);
+          if (auto it = mapped_.find(const_cast<arena_block*>(b));
+              it == mapped_.end() || it->block != b) {
+            return broken("indexes: mapped block not indexed (or under another size or start)", *b);
+          }
           for (std::size_t i = 0; i < b->tokens.size(); ++i)
             for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
               if (b->tokens[i].line == b->tokens[j].line)

@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "block_arena.hpp"
-#include "counted_mutex.hpp"
+#include "spinlock.hpp"
 
 namespace streampool::detail {
 
@@ -30,7 +30,12 @@ struct alignas(64) large_shard {
       : index(shard_index), arena(granularity, keep_streams_apart) {}
 
   const std::size_t index;
-  mutable counted_mutex mu;  // guards arena, the handles of its ranges, and what follows
+  // Guards arena, the handles of its ranges, and what follows. A spinlock, not a mutex: it is
+  // taken once per large allocation and free and held for a few tree operations, and in a running
+  // program the mutex's calls into libpthread (two per critical section, through the PLT) are
+  // cache misses of their own. Held for long only by a growth's search (never across a driver
+  // call or a wait); a waiter yields.
+  mutable spinlock mu;
   block_arena arena;
 
   /// Streams whose caches live and use this shard (pool_state::make_stream_cache gives a new

@@ -139,11 +139,14 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
       if (fallback == nullptr) fallback = *it;
     }
     if (pick == nullptr) pick = ready;
-    if (pick == nullptr && pending_ok) pick = fallback;
+    const bool wait = pick == nullptr && pending_ok && fallback != nullptr;
+    if (wait) pick = fallback;
     if (pick == nullptr) return nullptr;
-    waits = pick->tokens;
+    // Only a block behind a wait needs its tokens past take(): copying them for every reuse was a
+    // malloc and a free per large allocation.
+    if (wait) waits = pick->tokens;
     start = sh.arena.take(pick, pick->start, size, cache.timeline_id())->start;
-    count_large_out(sh, /*fresh=*/false, !all_ready_for(waits, me));
+    count_large_out(sh, /*fresh=*/false, wait);
   }
   return hand_out_large(s, cache, start, size, waits);
 }
