@@ -120,12 +120,12 @@ def report(workload, runs):
             ref = native[0]["losses"]
             if workload == "resnet50":
                 check = ("bit-identical" if all(r["losses"] == ref for r in rs) else
-                         f"DIFFER (max |d| {max(abs(x - y) for r in rs for x, y in zip(r['losses'], ref)):.3g})")
+                         f"DIFFER (max abs d {max(abs(x - y) for r in rs for x, y in zip(r['losses'], ref)):.3g})")
             else:
                 spread = max((abs(x - y) for r in native[1:] for x, y in zip(r["losses"], ref)),
                              default=0.0)
                 d = max(abs(x - y) for r in rs for x, y in zip(r["losses"], ref))
-                check = f"max |d| {d:.3g} (native's own spread {spread:.3g})"
+                check = f"max abs d {d:.3g} (native's own spread {spread:.3g})"
         elif a == "native" and len(native) > 1:
             same = all(r["losses"] == native[0]["losses"] for r in native)
             check = "reference" + (" (identical across rounds)" if same else "")
@@ -154,7 +154,18 @@ def main():
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="training: N more steps per run under torch.profiler (workload.py "
                          "--profile); each run's line then says its wall and device ms per step")
+    ap.add_argument("--report", metavar="FILE",
+                    help="run nothing: print the tables of an earlier --out FILE (also one that a "
+                         "call cut short, which keeps every finished run)")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            runs = json.load(f)
+        seen = [r["allocator"] for rs in runs.values() for r in rs if r]
+        ALLOCATORS = [a for a in NAMES if a in seen]
+        for w, rs in runs.items():
+            print(report(w, rs))
+        return
     ALLOCATORS = args.allocators.split(",")
     out_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "runs")
     os.makedirs(out_dir, exist_ok=True)
