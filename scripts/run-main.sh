@@ -34,7 +34,10 @@ fi
 
 filter=${STREAMPOOL_BENCH_FILTER:-.}
 min_time=${STREAMPOOL_BENCH_MIN_TIME:-0.05}
-mapfile -t benches < <(find build/release/bench -maxdepth 1 -type f -executable 2>/dev/null | sort)
+# Programs only: shared objects built beside them (bench/torch's floor plug-in) are executable
+# files too.
+mapfile -t benches < <(find build/release/bench -maxdepth 1 -type f -executable \
+  ! -name '*.so' ! -name '*.so.*' 2>/dev/null | sort)
 if ((${#benches[@]} == 0)); then
   section "benchmarks: none built yet (bench/*.cpp missing), skipped"
 fi
