@@ -568,12 +568,14 @@ int main(int argc, char** argv) {
       "\n(device-side wait: streampool from its statistics; 'implied' = same memory "
       "without blocking the host, which needs a device-side wait)\n");
 
-  // 3b. The same, when the pool has no other free memory for B: a fresh pool whose only slab
-  // of the 1 MiB class (8 chunks) is held by A, one chunk freed behind the kernel. streampool
-  // then hands B that busy block with a device-side wait instead of growing.
+  // 3b. The same, when the pool has no other free memory for B: a fresh pool with large blocks
+  // shared between streams (pool_options::large_blocks_per_stream = false; by default, as in
+  // table 3, a live stream's free large blocks stay its own and B grows), A holding 8 x 1 MiB,
+  // one freed behind the kernel. streampool then hands B that busy block with a device-side wait
+  // instead of growing.
   {
     const int trials = quick ? 3 : 9;
-    pool p3(cuda_device::get());
+    pool p3(cuda_device::get(), pool_options{.large_blocks_per_stream = false});
     stream a(cuda_device::get());
     std::vector<double> lat;
     int same = 0, blocked = 0;
@@ -604,8 +606,9 @@ int main(int argc, char** argv) {
     const double growth =
         static_cast<double>(p3.statistics().reserved_bytes - reserved0) / (1 << 20);
     std::printf(
-        "\n### 3b. cross-stream reuse with no other free memory (streampool only): 8 x 1 MiB held "
-        "on A, one freed behind the kernel, then 1 MiB on a fresh stream B\n\n"
+        "\n### 3b. cross-stream reuse with no other free memory (streampool only, large blocks "
+        "shared): 8 x 1 MiB held on A, one freed behind the kernel, then 1 MiB on a fresh stream "
+        "B\n\n"
         "| allocator | same memory | device-side waits | host blocked | alloc latency us | pool "
         "growth MiB |\n|---|---|---:|---|---:|---:|\n| streampool | %d/%d | %llu | %d/%d | %.2f | "
         "%.1f |\n",

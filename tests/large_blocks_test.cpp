@@ -355,7 +355,7 @@ TEST(LargeBlocks, ANewStreamInheritsTheShardOfOneThatIsGone) {
 
 TEST(LargeBlocks, FreesOnAnotherStreamGoToTheBlocksShard) {
   sp::device d = vm_device();
-  sp::pool p(d);
+  sp::pool p(d, {.large_blocks_per_stream = false});  // b reaches a's shard while a lives
   sp::stream a(d), b(d);
   std::vector<void*> blocks;
   for (int i = 0; i < 16; ++i) blocks.push_back(p.allocate(a, (1 + i % 4) * MiB));

@@ -78,10 +78,14 @@ struct pool_options {
   /// gone (no live cache uses their shard), or when a growth would be refused: the memory limit,
   /// the device, or release_threshold, which then acts as a limit. Streams that each repeat their
   /// work then settle with no driver call and no device-side wait, at the sum of the streams'
-  /// peaks rather than their joint peak (docs/large-blocks.md, "Per stream"). The streams are
-  /// kept apart by shard, and there are 16: from the 17th live stream on, streams share a shard
-  /// and its blocks. One stream's program is not affected. The PyTorch plug-in turns it on.
-  bool large_blocks_per_stream = false;
+  /// peaks rather than their joint peak (docs/large-blocks.md, "Per stream"), and threads on
+  /// their own streams share no lock and no written cache line on the large path, so they scale
+  /// (docs/threads.md). The streams are kept apart by shard, and there are 16: from the 17th live
+  /// stream on, streams share a shard and its blocks. One stream's program is not affected.
+  /// false: shared, every stream reuses every stream's free large blocks behind device-side
+  /// waits; reserved memory stays nearer the streams' joint peak, but threads that allocate large
+  /// blocks at once steal from each other and do not scale.
+  bool large_blocks_per_stream = true;
 };
 
 struct stream_statistics {

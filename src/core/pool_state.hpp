@@ -174,7 +174,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
   [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
-  void* try_shared_small(stream_ref s, std::size_t cls);
+  /// A chunk of the shared list of `cls`: a freed one that needs no wait, else one never handed
+  /// out, else (pending_ok) a freed one behind a device-side wait.
+  void* try_shared_small(stream_ref s, std::size_t cls, bool pending_ok);
   void* new_slab_chunk(std::size_t cls);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);
   /// The slow path of deallocate_chunk(): no stream, recorded uses, poisoning, or a double free.

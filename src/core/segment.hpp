@@ -19,10 +19,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <numeric>
 #include <vector>
 
 #include "streampool/timeline.hpp"
@@ -48,25 +48,27 @@ struct slab : segment {
         chunks(n / chunk),
         // Threads on their own streams each keep reusing their own chunk; if two of those chunks'
         // state bytes shared a cache line, every alloc and free would bounce it between cores.
-        // Few chunks: give each state byte its own line. Many: carve in a stride that puts
-        // consecutive carves (likely different threads) at least 64 states apart.
-        state_stride(chunks <= 128 ? 64 : 1),
-        carve_step(chunks <= 128 ? 1 : coprime_step(chunks)),
-        states(new std::atomic<std::uint8_t>[chunks * state_stride]) {
+        // Few chunks: each state byte has its own line. Many: the states are interleaved over
+        // lines_for(chunks) lines (chunk i's byte is on line i mod lines), so that chunks carved
+        // one after another (in address order, often by different threads) have their bytes on
+        // different lines: the first 16 carves of a slab never share one.
+        line_mask(chunks <= 128 ? ~std::size_t{0} : lines_for(chunks) - 1),
+        line_shift(chunks <= 128 ? 63
+                                 : static_cast<std::size_t>(std::countr_zero(lines_for(chunks)))),
+        states(new std::atomic<std::uint8_t>[(chunks <= 128 ? chunks : lines_for(chunks)) * 64]) {
     for (std::size_t i = 0; i < chunks; ++i) state(i).store(chunk_free, std::memory_order_relaxed);
   }
+  /// Chunk i's state byte: line i & line_mask, byte i >> line_shift of it. A mask and a shift,
+  /// not a division: this is on every free's path.
   [[nodiscard]] std::atomic<std::uint8_t>& state(std::size_t i) const noexcept {
-    return states[i * state_stride];
+    return states[((i & line_mask) << 6) + (i >> line_shift)];
   }
-  /// The index of the k-th chunk carved: a bijection on [0, chunks).
-  [[nodiscard]] std::size_t carve_index(std::size_t k) const noexcept {
-    return (k * carve_step) % chunks;
+  /// Lines for more than 128 chunks: a power of two, at least 16 and enough for 64 bytes each.
+  static std::size_t lines_for(std::size_t chunks) noexcept {
+    return std::bit_ceil(std::max<std::size_t>(16, (chunks + 63) / 64));
   }
-  static std::size_t coprime_step(std::size_t n) noexcept {
-    std::size_t p = 65;
-    while (std::gcd(p, n) != 1) ++p;
-    return p;
-  }
+  /// The index of the k-th chunk carved: address order (a bijection on [0, chunks)).
+  [[nodiscard]] std::size_t carve_index(std::size_t k) const noexcept { return k; }
   [[nodiscard]] void* chunk_at(std::size_t i) const noexcept {
     return static_cast<std::byte*>(base) + i * chunk_size;
   }
@@ -78,8 +80,8 @@ struct slab : segment {
   std::size_t size_class;
   std::size_t chunk_size;
   std::size_t chunks;
-  std::size_t state_stride;
-  std::size_t carve_step;
+  std::size_t line_mask;   // up to 128 chunks: all ones (one line each); else lines - 1
+  std::size_t line_shift;  // up to 128 chunks: 63 (byte 0 of its line); else log2(lines)
   std::size_t carved = 0;  // chunks [0, carved) were handed out at least once; guarded by the
                            // class list lock
   std::unique_ptr<std::atomic<std::uint8_t>[]> states;

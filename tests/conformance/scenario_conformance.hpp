@@ -166,7 +166,9 @@ class ScenarioConformance : public ::testing::Test {
     constexpr std::size_t block = std::size_t{1} << 20;
     int failures = 0;
     for (int trial = 0; trial < 5; ++trial) {
-      pool p(d);  // fresh each trial: no free memory but what A frees
+      // Fresh each trial: no free memory but what A frees. Shared large blocks, so that B may
+      // reuse a block of A's while A lives (the default keeps them per stream).
+      pool p(d, pool_options{.large_blocks_per_stream = false});
       stream b(d);
       std::optional<stream> owner;  // the wrapped queue's owner
       std::optional<stream> a;

@@ -3,7 +3,7 @@
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
 //          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] [--quiet-after K]
-//          [--lag N] [--per-stream] [--html OUT.html]
+//          [--lag N] [--per-stream|--shared] [--html OUT.html]
 //          TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
@@ -41,8 +41,9 @@
 // stream freed is known complete to the others as soon as anyone asks, so the replay shows no
 // device waits and none of the growth that waiting for completion causes.
 //
-// --per-stream: streampool's pools keep large blocks with the streams that free them
-// (pool_options::large_blocks_per_stream, as the PyTorch plug-in's pool does).
+// --shared: streampool's pools share large blocks between live streams
+// (pool_options::large_blocks_per_stream = false). By default they keep them with the streams
+// that free them, as the PyTorch plug-in's pool does; --per-stream says so explicitly.
 //
 // --html OUT.html: also write the memory picture (docs/memory-picture.md): one self-contained page
 // with live and reserved bytes over the events for each allocator replayed, and the block map and
@@ -271,7 +272,7 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
                 "the end%s",
                 dev.get_backend().caps().granularity >> 10,
                 dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
-                options.large_blocks_per_stream ? ", large blocks per stream" : "",
+                options.large_blocks_per_stream ? ", large blocks per stream" : ", large blocks shared",
                 static_cast<unsigned long long>(st.upstream_allocations),
                 static_cast<unsigned long long>(st.upstream_deallocations),
                 static_cast<unsigned long long>(st.upstream_reserves),
@@ -302,7 +303,7 @@ int usage() {
       stderr,
       "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
       "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-      "[--quiet-after K] [--lag N] [--per-stream] [--html OUT.html] TRACE[.gz]\n");
+      "[--quiet-after K] [--lag N] [--per-stream|--shared] [--html OUT.html] TRACE[.gz]\n");
   return 2;
 }
 
@@ -339,6 +340,8 @@ int main(int argc, char** argv) {
       lag = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--per-stream") {
       pool_options.large_blocks_per_stream = true;
+    } else if (a == "--shared") {
+      pool_options.large_blocks_per_stream = false;
     } else if (a == "--html" && i + 1 < argc) {
       html_path = argv[++i];
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
