@@ -2,13 +2,13 @@
 // carve order visits every chunk once, and the first chunks carved (by threads that then keep
 // reusing them) have their bytes on different cache lines, so that their allocs and frees never
 // write a line another thread writes.
-#include "core/segment.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <set>
+
+#include "core/segment.hpp"
 
 namespace sd = streampool::detail;
 

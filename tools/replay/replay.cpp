@@ -265,24 +265,25 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
         " by more than 16 MiB per other stream (" + std::to_string(streams.size()) + " streams)");
   }
   char note[512];
-  std::snprintf(note, sizeof note,
-                "granularity %zu KiB, %s%s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
-                "create, %llu map, %llu unmap, %llu release; %llu host waits, %llu device waits; "
-                "%zu blocks live at "
-                "the end%s",
-                dev.get_backend().caps().granularity >> 10,
-                dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
-                options.large_blocks_per_stream ? ", large blocks per stream" : ", large blocks shared",
-                static_cast<unsigned long long>(st.upstream_allocations),
-                static_cast<unsigned long long>(st.upstream_deallocations),
-                static_cast<unsigned long long>(st.upstream_reserves),
-                static_cast<unsigned long long>(st.upstream_creates),
-                static_cast<unsigned long long>(st.upstream_maps),
-                static_cast<unsigned long long>(st.upstream_unmaps),
-                static_cast<unsigned long long>(st.upstream_releases),
-                static_cast<unsigned long long>(st.host_waits),
-                static_cast<unsigned long long>(st.device_waits), live.size(),
-                rec.enabled() ? "; times include --html's recording" : "");
+  std::snprintf(
+      note, sizeof note,
+      "granularity %zu KiB, %s%s; upstream: %llu allocate, %llu free, %llu reserve, %llu "
+      "create, %llu map, %llu unmap, %llu release; %llu host waits, %llu device waits; "
+      "%zu blocks live at "
+      "the end%s",
+      dev.get_backend().caps().granularity >> 10,
+      dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
+      options.large_blocks_per_stream ? ", large blocks per stream" : ", large blocks shared",
+      static_cast<unsigned long long>(st.upstream_allocations),
+      static_cast<unsigned long long>(st.upstream_deallocations),
+      static_cast<unsigned long long>(st.upstream_reserves),
+      static_cast<unsigned long long>(st.upstream_creates),
+      static_cast<unsigned long long>(st.upstream_maps),
+      static_cast<unsigned long long>(st.upstream_unmaps),
+      static_cast<unsigned long long>(st.upstream_releases),
+      static_cast<unsigned long long>(st.host_waits),
+      static_cast<unsigned long long>(st.device_waits), live.size(),
+      rec.enabled() ? "; times include --html's recording" : "");
   r.note = note;
   // Free what the trace never freed, then check that the pool balances.
   for (auto& [id, b] : live) p.deallocate(*b.s, b.p);
