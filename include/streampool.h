@@ -216,6 +216,11 @@ typedef struct sp_pool_options_s {
   int poison_on_free;        /**< 1: fill freed memory with 0xDB, stream-ordered */
   int virtual_memory;        /**< 1: large blocks on virtual memory where the device has it */
   size_t release_threshold;  /**< virtual memory: keep at most this much (SIZE_MAX: keep all) */
+  /** 0 (the default): each live stream keeps the memory it frees (large blocks, and small chunks
+   *  another stream could only take behind a wait) until growth would be refused; threads on
+   *  their own streams then scale. 1: shared, every stream reuses every stream's free memory
+   *  behind device-side waits (tighter memory). pool_options::large_blocks_per_stream, negated. */
+  int share_between_streams;
 } sp_pool_options_t;
 
 /** Writes the defaults into the fields that options->struct_size covers (see "versioned

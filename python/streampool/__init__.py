@@ -567,12 +567,17 @@ class Pool:
 
     close() drops this handle (idempotent): the Pool then raises InvalidArgument wherever it is
     used, but arrays allocated from it keep working until they are freed.
+
+    share_between_streams: False (the default) keeps the memory each live stream frees for that
+    stream until growth would be refused, so that threads on their own streams scale; True lets
+    every stream reuse it behind device-side waits, for the tightest memory (docs/threads.md).
     """
 
     _dead_verb = "closed"
 
     def __init__(self, device: Device, memory_limit: int = 0, small_max: Optional[int] = None,
-                 stream_cache_bytes: Optional[int] = None, poison_on_free: bool = False) -> None:
+                 stream_cache_bytes: Optional[int] = None, poison_on_free: bool = False,
+                 share_between_streams: bool = False) -> None:
         _instance(device, Device, "Pool: device")
         o = _capi.PoolOptions()  # struct_size set: the library fills the fields it covers
         _check(_lib.sp_pool_options_set_defaults(ctypes.byref(o)))
@@ -582,6 +587,7 @@ class Pool:
         if stream_cache_bytes is not None:
             o.stream_cache_bytes = _integer(stream_cache_bytes, "Pool: stream_cache_bytes")
         o.poison_on_free = _flag(poison_on_free, "Pool: poison_on_free")
+        o.share_between_streams = _flag(share_between_streams, "Pool: share_between_streams")
         h = ctypes.c_void_p()
         with _Using("Pool", device):
             _check(_lib.sp_pool_create(device._handle, ctypes.byref(o), ctypes.byref(h)))

@@ -34,6 +34,19 @@ struct pool_options_v1 {
 static_assert(offsetof(pool_options_v1, poison_on_free) ==
               offsetof(sp_pool_options_t, poison_on_free));
 
+// Version 2 of the pool options: before share_between_streams was appended (issue 8).
+struct pool_options_v2 {
+  std::size_t struct_size;
+  std::size_t memory_limit;
+  std::size_t small_max;
+  std::size_t stream_cache_bytes;
+  int poison_on_free;
+  int virtual_memory;
+  std::size_t release_threshold;
+};
+static_assert(offsetof(pool_options_v2, release_threshold) ==
+              offsetof(sp_pool_options_t, release_threshold));
+
 struct pool_statistics_v1 {
   std::size_t struct_size;
   std::size_t live_bytes;
@@ -59,11 +72,12 @@ static_assert(offsetof(pool_statistics_v1, stream_caches) ==
               offsetof(sp_pool_statistics_t, stream_caches));
 
 constexpr std::array<std::size_t, 1> host_options_sizes{sizeof(sp_host_options_t)};
-constexpr std::array<std::size_t, 2> pool_options_sizes{sizeof(pool_options_v1),
-                                                        sizeof(sp_pool_options_t)};
+constexpr std::array<std::size_t, 3> pool_options_sizes{
+    sizeof(pool_options_v1), sizeof(pool_options_v2), sizeof(sp_pool_options_t)};
 constexpr std::array<std::size_t, 2> pool_statistics_sizes{sizeof(pool_statistics_v1),
                                                            sizeof(sp_pool_statistics_t)};
-static_assert(sizeof(pool_options_v1) < sizeof(sp_pool_options_t));
+static_assert(sizeof(pool_options_v1) < sizeof(pool_options_v2));
+static_assert(sizeof(pool_options_v2) < sizeof(sp_pool_options_t));
 static_assert(sizeof(pool_statistics_v1) < sizeof(sp_pool_statistics_t));
 
 const std::array<const abi_struct*, 3> all_structs{&host_options_abi, &pool_options_abi,

@@ -21,6 +21,17 @@ typedef struct {
   int poison_on_free;
 } pool_options_v1;
 
+/* Version 2 of the pool options: before share_between_streams. */
+typedef struct {
+  size_t struct_size;
+  size_t memory_limit;
+  size_t small_max;
+  size_t stream_cache_bytes;
+  int poison_on_free;
+  int virtual_memory;
+  size_t release_threshold;
+} pool_options_v2;
+
 typedef struct {
   size_t struct_size;
   size_t live_bytes, cached_bytes, reserved_bytes, peak_live_bytes, peak_reserved_bytes;
@@ -82,13 +93,19 @@ static void expect_refused(const char* call, int line, sp_status_t status,
 #define REFUSED(call, ...) \
   expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
 
-/* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts. */
+/* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts (two versions;
+ * three_sizes_text below for three). */
 static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   if (v1 == v2) {
     snprintf(buf, n, "%zu (version 1)", v1);
   } else {
     snprintf(buf, n, "%zu (version 1), %zu (version 2)", v1, v2);
   }
+  return buf;
+}
+
+static const char* three_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3) {
+  snprintf(buf, n, "%zu (version 1), %zu (version 2), %zu (version 3)", v1, v2, v3);
   return buf;
 }
 
@@ -125,7 +142,8 @@ static void test_too_small_refused(void) {
   sp_pool_t p = NULL, q = NULL;
   guarded_buffer b;
   char po_sizes[96], ho_sizes[96], st_sizes[96];
-  sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(sp_pool_options_t));
+  three_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
+                   sizeof(sp_pool_options_t));
   sizes_text(ho_sizes, sizeof ho_sizes, sizeof(sp_host_options_t), sizeof(sp_host_options_t));
   sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1), sizeof(sp_pool_statistics_t));
   OK(sp_device_default_pool(d, &p));
@@ -253,6 +271,49 @@ static void test_older_pool_options(void) {
   OK(sp_device_destroy(d));
 }
 
+/* Whether a 4 MiB block freed on stream a (its work complete) comes back on stream b while a
+ * lives: only when the pool shares memory between streams. */
+static int reused_on_another_stream(sp_device_t d, const sp_pool_options_t* options) {
+  sp_stream_t a = NULL, b = NULL;
+  sp_pool_t p = NULL;
+  void *x = NULL, *y = NULL;
+  const size_t n = (size_t)4 << 20;
+  OK(sp_stream_create(d, &a));
+  OK(sp_stream_create(d, &b));
+  OK(sp_pool_create(d, options, &p));
+  OK(sp_pool_allocate(p, n, a, &x));
+  OK(sp_pool_deallocate(p, x, a));
+  OK(sp_stream_synchronize(a));
+  OK(sp_pool_allocate(p, n, b, &y));
+  OK(sp_pool_deallocate(p, y, b));
+  OK(sp_pool_destroy(p));
+  OK(sp_stream_destroy(b));
+  OK(sp_stream_destroy(a));
+  return x == y;
+}
+
+/* share_between_streams (version 3): 0, the default, keeps each live stream's memory its own; 1
+ * shares it. A version-2 caller's pool keeps the default whatever lies behind its struct. */
+static void test_share_between_streams(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  guarded_buffer b;
+  sp_pool_options_t o;
+  OK(sp_pool_options_init(&o));
+  CHECK(o.share_between_streams == 0);
+  CHECK(!reused_on_another_stream(d, &o));
+  o.share_between_streams = 1;
+  CHECK(reused_on_another_stream(d, &o));
+
+  fill_guard(&b);
+  b.options.struct_size = sizeof(pool_options_v2);
+  OK(sp_pool_options_set_defaults(&b.options));
+  UNTOUCHED_FROM(&b, sizeof(pool_options_v2));
+  memset(b.bytes + sizeof(pool_options_v2), 1, sizeof b.bytes - sizeof(pool_options_v2));
+  CHECK(!reused_on_another_stream(d, &b.options));
+  expect_no_violations(d);
+  OK(sp_device_destroy(d));
+}
+
 /* A caller built against a newer header: larger structs. Known fields are written, the tail is
  * left alone; a tail that sets something is refused, naming the byte. */
 static void test_newer_structs(void) {
@@ -334,6 +395,7 @@ int main(void) {
   test_too_small_refused();
   test_older_statistics();
   test_older_pool_options();
+  test_share_between_streams();
   test_newer_structs();
   if (failures != 0) {
     fprintf(stderr, "struct_size_test: %d failure(s)\n", failures);

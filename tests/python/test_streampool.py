@@ -205,6 +205,21 @@ class ReclaimHook(unittest.TestCase):
 
 
 class Basics(unittest.TestCase):
+    def test_streams_keep_their_memory_unless_the_pool_shares(self):
+        # A 4 MiB block freed on s1, its work complete, comes back on s2 while s1 lives only in a
+        # pool that shares memory between streams.
+        device = sp.Device.host(checking=True)
+        for share in (False, True):
+            pool = sp.Pool(device, share_between_streams=share)
+            s1, s2 = sp.Stream(device), sp.Stream(device)
+            a = pool.allocate(4 << 20, s1)
+            pool.deallocate(a, s1)
+            s1.synchronize()
+            b = pool.allocate(4 << 20, s2)
+            pool.deallocate(b, s2)
+            self.assertEqual(a == b, share)
+        self.assertEqual(device.violations(), [])
+
     def test_round_trips_and_errors(self):
         device = sp.Device.host(checking=True)
         s1, s2 = sp.Stream(device), sp.Stream(device)
