@@ -1,6 +1,8 @@
 // Basic pool behaviour on the host backend: allocate, free, reuse, statistics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "streampool/streampool.hpp"
@@ -86,4 +88,68 @@ TEST(PoolBasic, SmallClassesShareSlabPagesAndTrimGivesThemBack) {
   st = p.statistics();
   EXPECT_EQ(st.reserved_bytes, 0u);
   EXPECT_EQ(st.upstream_deallocations, 1u);
+}
+
+// A stream that frees many size classes keeps at most 4 x stream_cache_bytes in its cache in
+// all, not that much per class: the fullest bin spills its older half to the shared lists.
+TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {
+  sp::device d(sp::make_host_backend({}));
+  constexpr std::size_t per_class = std::size_t{1} << 20;
+  sp::pool p(d, {.stream_cache_bytes = per_class});
+  sp::stream s(d);
+  std::vector<void*> blocks;
+  std::size_t freed = 0;
+  for (std::size_t size = 4 << 10; size <= (256 << 10); size += size / 2) {
+    void* first = p.allocate(s, size);
+    blocks.push_back(first);
+    // Just under the per-class limit in each class, so that no bin spills on its own.
+    const std::size_t n = (per_class * 9 / 10) / p.block_size(first);
+    for (std::size_t i = 1; i < n; ++i) blocks.push_back(p.allocate(s, size));
+  }
+  for (void* q : blocks) {
+    freed += p.block_size(q);
+    p.deallocate(s, q);
+  }
+  ASSERT_GT(freed, 8 * per_class);  // without the total bound, the cache would hold it all
+  const sp::pool_statistics st = p.statistics();
+  std::size_t cached_on_s = 0;
+  for (const sp::stream_statistics& c : st.streams) cached_on_s += c.cached_bytes;
+  EXPECT_LE(cached_on_s, 4 * per_class);
+  EXPECT_GT(cached_on_s, 0u);
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
+}
+
+// A stream that stops (a worker waiting for input) does not keep its cache while others grow:
+// once the pool has made 16 MiB of slabs without it allocating or freeing, its chunks go to the
+// shared lists, and another stream reuses them with no wait and no new memory.
+TEST(PoolBasic, AnIdleStreamsCacheGoesToTheStreamsThatGrow) {
+  sp::device d(sp::make_host_backend({.checking = true}));
+  sp::pool p(d);
+  sp::stream idle(d), busy(d);
+  constexpr std::size_t small = 4096, other = 64 << 10;
+  std::vector<void*> cached;
+  for (int i = 0; i < 64; ++i) cached.push_back(p.allocate(idle, small));
+  for (void* q : cached) p.deallocate(idle, q);
+  idle.synchronize();
+  const auto cached_on = [&](const sp::stream& s) {
+    for (const sp::stream_statistics& c : p.statistics().streams)
+      if (c.timeline_id == s.ref().get_timeline().id()) return c.cached_bytes;
+    return std::size_t{0};
+  };
+  ASSERT_EQ(cached_on(idle), 64 * small);
+  // busy grows the pool by well over twice the idle check's 16 MiB, in another class.
+  std::vector<void*> held;
+  while (p.statistics().reserved_bytes < (48u << 20)) held.push_back(p.allocate(busy, other));
+  EXPECT_EQ(cached_on(idle), 0u);
+  const auto before = p.statistics();
+  void* q = p.allocate(busy, small);
+  const auto after = p.statistics();
+  EXPECT_NE(std::find(cached.begin(), cached.end(), q), cached.end());
+  EXPECT_EQ(after.fresh_allocations, before.fresh_allocations);
+  EXPECT_EQ(after.device_waits + after.host_waits, before.device_waits + before.host_waits);
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  p.deallocate(busy, q);
+  for (void* h : held) p.deallocate(busy, h);
+  EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
 }

@@ -2,6 +2,8 @@
 // stream that used the pool, each given a large shard), stealing from other streams' caches
 // before the pool grows, and flushing every cache into the shared lists. The fast path never
 // comes here: it finds its cache through the timeline.
+#include <algorithm>
+
 #include "pool_state.hpp"
 
 namespace streampool::detail {
@@ -74,6 +76,35 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
     return e.p;
   }
   return nullptr;
+}
+
+bool pool_state::drain_idle_caches(const timeline& me) {
+  const std::size_t made = slab_bytes_made_.load(std::memory_order_relaxed);
+  if (made - idle_checked_at_.load(std::memory_order_relaxed) < idle_check_bytes) return false;
+  const std::unique_lock look(idle_check_mu_, std::try_to_lock);
+  if (!look.owns_lock()) return false;
+  idle_checked_at_.store(made, std::memory_order_relaxed);
+  bool drained = false;
+  for (auto& c : caches()) {
+    // Every cache is looked at, this stream's too, so that "since the last look" means the same
+    // interval for all; this one is busy (it is growing).
+    if (!c->idle_since_last_look() || c->timeline_id() == me.id()) continue;
+    timeline::point latest = 0;
+    std::shared_ptr<timeline> line;
+    c->drain(
+        [&](std::size_t cls, const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
+          token_set tokens;
+          if (l) merge_token(tokens, token{l, e.at});
+          latest = std::max(latest, e.at);
+          line = l;
+          push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+          drained = true;
+        });
+    // Markers are lazy: without one, nothing says that the idle stream's work on these chunks
+    // is done, and another stream would take them only behind a wait.
+    if (line) (void)line->marker_for(latest);
+  }
+  return drained;
 }
 
 }  // namespace streampool::detail

@@ -126,6 +126,11 @@ void* pool_state::allocate_small(stream_ref s, std::size_t cls) {
   // blocks do.
   return with_reclaim(class_size(cls), [&]() -> void* {
     if (void* p = try_shared_small(s, cls, /*pending_ok=*/false)) return p;
+    // A stream that stopped (a worker waiting for input) keeps its cache; once the pool has grown
+    // by 16 MiB of slabs without it, its chunks go where this stream can take them.
+    if (drain_idle_caches(s.get_timeline())) {
+      if (void* p = try_shared_small(s, cls, /*pending_ok=*/false)) return p;
+    }
     if (void* p = new_slab_chunk(cls)) return p;
     if (void* p = try_shared_small(s, cls, /*pending_ok=*/true)) return p;
     return try_steal(s, cls);
@@ -194,6 +199,7 @@ void* pool_state::new_slab_chunk(std::size_t cls) {
     base = slab_memory(bytes);
   }
   if (base == nullptr) return nullptr;
+  slab_bytes_made_.fetch_add(bytes, std::memory_order_relaxed);
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();
   sl->carved = 1;  // not yet visible to anyone: no lock needed
@@ -269,11 +275,12 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
 void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   timeline& line = s.get_timeline();
   const std::size_t cls = sl.size_class;
-  // What the bin spills goes where other streams can use it, with its token.
-  const auto spill = [this, cls](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
+  // What a bin spills goes where other streams can use it, with its token: to its own class's
+  // list (the spilling bin may be another class's, the fullest).
+  const auto spill = [this](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
     token_set tokens;
     if (l) merge_token(tokens, token{l, e.at});
-    push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+    push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
   };
   const stream_cache::counted n = cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()},
                                                       options_.stream_cache_bytes, spill);

@@ -195,6 +195,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // ---- stream caches (pool_caches.cpp) ----
   /// A chunk of class `cls` from another stream's cache, behind a device-side wait.
   void* try_steal(stream_ref s, std::size_t cls);
+  /// Per stream, before a new slab: once the pool has made idle_check_bytes of slabs since the
+  /// last look, every other stream cache that neither allocated nor freed since then is drained
+  /// into the shared lists, with a marker on its stream so that its chunks are seen complete.
+  /// True when something was drained. One thread looks at a time; the others go on.
+  bool drain_idle_caches(const timeline& me);
   void flush_caches();
   [[nodiscard]] std::vector<std::shared_ptr<stream_cache>> caches() const;
 
@@ -370,6 +375,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   mutable counted_mutex caches_mu_;
   std::vector<std::shared_ptr<stream_cache>> caches_;
+  // drain_idle_caches: slab bytes made so far, their count at the last look, and who looks.
+  static constexpr std::size_t idle_check_bytes = std::size_t{16} << 20;
+  std::atomic<std::size_t> slab_bytes_made_{0};
+  std::atomic<std::size_t> idle_checked_at_{0};
+  spinlock idle_check_mu_;  // only ever try-locked
 
   mutable counted_mutex hooks_mu_;
   std::map<std::uint64_t, std::function<void(std::size_t)>> hooks_;

@@ -23,6 +23,7 @@ bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeli
   out = bin.front();
   bin.erase(bin.begin());
   bin_bytes_[cls] -= class_size(cls);
+  total_bytes_ -= class_size(cls);
   line = line_.lock();
   return true;
 }
@@ -38,6 +39,7 @@ void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
       bins_[c].clear();
       bin_bytes_[c] = 0;
     }
+    total_bytes_ = 0;
   }
   // The pool may be going away concurrently; the weak reference decides. If this ends up holding
   // the last reference, the pool is destroyed right here, which is fine: no lock is held.
@@ -55,13 +57,19 @@ void stream_cache::detach() {
     bins_[c].clear();
     bin_bytes_[c] = 0;
   }
+  total_bytes_ = 0;
 }
 
 std::size_t stream_cache::cached_bytes() const {
   const std::lock_guard lock(mu_);
-  std::size_t n = 0;
-  for (std::size_t b : bin_bytes_) n += b;
-  return n;
+  return total_bytes_;
+}
+
+std::size_t stream_cache::fullest_bin() const noexcept {
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < max_classes; ++c)
+    if (bin_bytes_[c] > bin_bytes_[best]) best = c;
+  return best;
 }
 
 stream_cache::contents stream_cache::copy() const {
@@ -93,6 +101,12 @@ std::string stream_cache::find_broken_locked() const {
                     static_cast<unsigned long long>(timeline_id_),
                     orphaned_ ? "orphaned" : "detached", c, bins_[c].size());
     }
+  }
+  std::size_t sum = 0;
+  for (std::size_t b : bin_bytes_) sum += b;
+  if (sum != total_bytes_) {
+    return format("stream cache (timeline %llu): total bytes %zu, but the bins hold %zu",
+                  static_cast<unsigned long long>(timeline_id_), total_bytes_, sum);
   }
   if (const std::int64_t d = pending_live(); d >= live_flush_bytes || d <= -live_flush_bytes) {
     return format("stream cache (timeline %llu): live delta %lld is not below the flush size %lld",

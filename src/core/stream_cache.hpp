@@ -5,10 +5,13 @@
 //            An entry keeps the timeline's point at its free: on this stream it needs no wait
 //            (in-order queue); anywhere else that point becomes its token.
 //   spill    a bin over the pool's stream_cache_bytes gives its older half, with tokens, to the
-//            pool's shared lists, where other streams can use it.
+//            pool's shared lists, where other streams can use it; so does the fullest bin when
+//            all of them together hold more than total_factor times that (a stream that frees
+//            many classes does not hoard memory class by class).
 //   steal    another stream takes a bin's oldest entry (behind a device-side wait) rather than
 //            grow the pool.
-//   drain    every entry leaves for the shared lists (trim, out-of-memory, the pool's end).
+//   drain    every entry leaves for the shared lists (trim, out-of-memory, the pool's end, and,
+//            per stream, a stream idle while the pool grew: pool_state::drain_idle_caches).
 //
 // One per (timeline, pool). Shared by the timeline (which finds it on the fast path) and by the
 // pool (which walks its caches for statistics, trim and its own destruction). Whichever goes
@@ -20,7 +23,7 @@
 //             segments); nothing frees into a pool being destroyed.
 //
 // Invariants, under mu_ (pool_state::validate() checks them), for every size class c:
-//   bin_bytes_[c] == bins_[c].size() * class_size(c)
+//   bin_bytes_[c] == bins_[c].size() * class_size(c);  total_bytes_ == the sum of bin_bytes_
 //   e.owner->size_class == c  and  e.owner->state(e.owner->index_of(e.p)) == chunk_free
 //                                                               for every entry e of bins_[c]
 //   orphaned_ || detached_  ==>  bins_[c].empty()
@@ -73,6 +76,10 @@ class alignas(64) stream_cache {
   // walk the delta away from zero, so the step is large: at 64 KiB the mixed pattern flushed on
   // almost every large call.
   static constexpr std::int64_t live_flush_bytes = std::int64_t{16} << 20;
+  /// All bins together hold at most this many times the per-class limit (pool_options::
+  /// stream_cache_bytes) after a push: 16 threads' caches then hold at most 16 x 32 MiB by
+  /// default, however many classes each frees.
+  static constexpr std::size_t total_factor = 4;
 
   stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool, std::weak_ptr<timeline> line,
                std::uint64_t timeline_id, std::size_t shard);
@@ -94,6 +101,7 @@ class alignas(64) stream_cache {
     bin.pop_back();
     const std::size_t bytes = class_size(cls);
     bin_bytes_[cls] -= bytes;
+    total_bytes_ -= bytes;
     bump(allocations_);
     live = count_live_locked(static_cast<std::int64_t>(bytes));
     return true;
@@ -103,7 +111,8 @@ class alignas(64) stream_cache {
   /// freed on this stream, counted as a free. When the bin then holds more than `limit` bytes,
   /// its older half goes to `spill(entry, line)` (this stream's timeline, null once it is gone),
   /// still under mu_; the most recently freed half stays (warm, and the likeliest to be reused
-  /// here).
+  /// here). When the bins together then hold more than total_factor x `limit`, the fullest bin
+  /// spills its older half the same way.
   template <class Spill>
   counted push(std::size_t cls, std::size_t bytes, const entry& e, std::size_t limit,
                Spill&& spill) {
@@ -112,9 +121,12 @@ class alignas(64) stream_cache {
     bump(deallocations_);
     bins_[cls].push_back(e);
     bin_bytes_[cls] += bytes;
+    total_bytes_ += bytes;
     const counted n = count_live_locked(-static_cast<std::int64_t>(bytes));
     if (bin_bytes_[cls] > limit) [[unlikely]]
-      spill_older_half(cls, bytes, spill);
+      spill_older_half(cls, spill);
+    if (total_bytes_ > total_factor * limit) [[unlikely]]
+      spill_to_total(total_factor * limit, spill);
     return n;
   }
 
@@ -144,6 +156,14 @@ class alignas(64) stream_cache {
       bins_[cls].clear();
       bin_bytes_[cls] = 0;
     }
+    total_bytes_ = 0;
+  }
+
+  /// Whether this stream neither allocated nor freed since the previous call (false at the first);
+  /// the pool's idle check (pool_state::drain_idle_caches) is the only caller.
+  bool idle_since_last_look() noexcept {
+    const std::uint64_t now = allocations() + deallocations();
+    return activity_at_last_look_.exchange(now, std::memory_order_relaxed) == now;
   }
 
   /// The timeline is gone: every entry goes to the pool's shared lists, with a token on `line`
@@ -195,14 +215,28 @@ class alignas(64) stream_cache {
 
   /// push()'s spill, out of line: it runs once in many frees.
   template <class Spill>
-  [[gnu::noinline]] void spill_older_half(std::size_t cls, std::size_t bytes, Spill& spill) {
+  [[gnu::noinline]] void spill_older_half(std::size_t cls, Spill& spill) {
     auto& bin = bins_[cls];
     const std::size_t older = bin.size() / 2;
     const std::shared_ptr<timeline> line = line_.lock();
     for (std::size_t i = 0; i < older; ++i) spill(bin[i], line);
     bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(older));
-    bin_bytes_[cls] = bin.size() * bytes;
+    total_bytes_ -= bin_bytes_[cls];
+    bin_bytes_[cls] = bin.size() * class_size(cls);
+    total_bytes_ += bin_bytes_[cls];
   }
+  /// push()'s total bound: the fullest bin spills its older half until the bins hold at most
+  /// `bound` (or the fullest holds a single entry: then every bin does, and one more push spills).
+  template <class Spill>
+  [[gnu::noinline]] void spill_to_total(std::size_t bound, Spill& spill) {
+    while (total_bytes_ > bound) {
+      const std::size_t fullest = fullest_bin();
+      if (bins_[fullest].size() < 2) break;
+      spill_older_half(fullest, spill);
+    }
+  }
+  /// The class whose bin holds the most bytes (under mu_).
+  [[nodiscard]] std::size_t fullest_bin() const noexcept;
 
   /// Statistics are written under mu_ (one writer at a time), read without it: a plain
   /// load-and-store, no read-modify-write on the fast path.
@@ -219,6 +253,7 @@ class alignas(64) stream_cache {
   mutable spinlock mu_;  // guards bins_, bin_bytes_, orphaned_, detached_
   std::array<std::vector<entry>, max_classes> bins_;
   std::array<std::size_t, max_classes> bin_bytes_{};
+  std::size_t total_bytes_ = 0;
   bool orphaned_ = false;
   bool detached_ = false;
   const std::weak_ptr<timeline> line_;
@@ -230,6 +265,7 @@ class alignas(64) stream_cache {
   std::atomic<std::uint64_t> allocations_{0};
   std::atomic<std::uint64_t> deallocations_{0};
   std::atomic<std::int64_t> live_delta_{0};
+  std::atomic<std::uint64_t> activity_at_last_look_{UINT64_MAX};
 };
 
 }  // namespace streampool::detail

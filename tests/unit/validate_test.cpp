@@ -31,6 +31,7 @@ struct test_access {
     return access::cache_for(st.ref().get_timeline(), s, s.id());
   }
   static std::size_t& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
+  static std::size_t& total_bytes(stream_cache& c) { return c.total_bytes_; }
   static std::vector<stream_cache::entry>& bin(stream_cache& c, std::size_t cls) {
     return c.bins_[cls];
   }
@@ -286,9 +287,18 @@ TEST_F(ValidateCatches, AChunkListedTwice) {
   ASSERT_EQ(bin.size(), 1u);
   bin.push_back(bin.front());
   test_access::bin_bytes(c, cls) += sp::detail::class_size(cls);
+  test_access::total_bytes(c) += sp::detail::class_size(cls);
   expect_broken("listed twice");
   bin.pop_back();
   test_access::bin_bytes(c, cls) -= sp::detail::class_size(cls);
+  test_access::total_bytes(c) -= sp::detail::class_size(cls);
+}
+
+TEST_F(ValidateCatches, ACacheTotalThatIsNotItsBinsSum) {
+  sp::detail::stream_cache& c = test_access::cache(state_, s_);
+  test_access::total_bytes(c) += 256;
+  expect_broken("total bytes");
+  test_access::total_bytes(c) -= 256;
 }
 
 TEST_F(ValidateCatches, ReservedBytesThatNoSegmentHolds) {
