@@ -59,8 +59,10 @@ struct pool_options {
   /// blocks. A slab holds at least eight chunks of its class (and 2 MiB): above 256 KiB, a
   /// partly used slab strands megabytes, where a large block wastes at most its rounding.
   std::size_t small_max = std::size_t{256} << 10;
-  /// A stream cache keeps at most this many bytes per size class before spilling to the shared
-  /// lists (so one stream cannot hoard memory another stream needs).
+  /// A stream cache keeps at most this many bytes per size class, and four times this many in
+  /// all, before spilling to the shared lists (so one stream cannot hoard memory another stream
+  /// needs). A stream that neither allocates nor frees while the pool grows by 16 MiB of slabs
+  /// is drained into them (docs/threads.md).
   std::size_t stream_cache_bytes = std::size_t{8} << 20;
   /// Checking: fill freed memory with 0xDB on the freeing stream (stream-ordered), so stale reads
   /// and unordered reuse show up in the data too.
