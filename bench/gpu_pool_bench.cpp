@@ -569,13 +569,13 @@ int main(int argc, char** argv) {
       "without blocking the host, which needs a device-side wait)\n");
 
   // 3b. The same, when the pool has no other free memory for B: a fresh pool with large blocks
-  // shared between streams (pool_options::large_blocks_per_stream = false; by default, as in
+  // shared between streams (pool_options::share_between_streams; by default, as in
   // table 3, a live stream's free large blocks stay its own and B grows), A holding 8 x 1 MiB,
   // one freed behind the kernel. streampool then hands B that busy block with a device-side wait
   // instead of growing.
   {
     const int trials = quick ? 3 : 9;
-    pool p3(cuda_device::get(), pool_options{.large_blocks_per_stream = false});
+    pool p3(cuda_device::get(), pool_options{.share_between_streams = true});
     stream a(cuda_device::get());
     std::vector<double> lat;
     int same = 0, blocked = 0;

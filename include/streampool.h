@@ -219,7 +219,7 @@ typedef struct sp_pool_options_s {
   /** 0 (the default): each live stream keeps the memory it frees (large blocks, and small chunks
    *  another stream could only take behind a wait) until growth would be refused; threads on
    *  their own streams then scale. 1: shared, every stream reuses every stream's free memory
-   *  behind device-side waits (tighter memory). pool_options::large_blocks_per_stream, negated. */
+   *  behind device-side waits (tighter memory). pool_options::share_between_streams. */
   int share_between_streams;
 } sp_pool_options_t;
 

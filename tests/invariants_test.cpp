@@ -54,7 +54,7 @@ TEST(Invariant1ReuseIsSafe, DetectorReportsUnorderedUseOfTheSameMemory) {
 TEST(Invariant1ReuseIsSafe, CrossStreamReuseAfterLongRunningUser) {
   for (bool device_wait : {true, false}) {
     sp::device d(checked_backend(2, device_wait));
-    sp::pool p(d, {.large_blocks_per_stream = false});  // s2 may reuse s1's large blocks
+    sp::pool p(d, {.share_between_streams = true});  // s2 may reuse s1's large blocks
     sp::stream s1(d), s2(d);
     void* busy = p.allocate(s1, busy_bytes);
     std::uint64_t waited = 0;

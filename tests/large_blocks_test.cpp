@@ -355,7 +355,7 @@ TEST(LargeBlocks, ANewStreamInheritsTheShardOfOneThatIsGone) {
 
 TEST(LargeBlocks, FreesOnAnotherStreamGoToTheBlocksShard) {
   sp::device d = vm_device();
-  sp::pool p(d, {.large_blocks_per_stream = false});  // b reaches a's shard while a lives
+  sp::pool p(d, {.share_between_streams = true});  // b reaches a's shard while a lives
   sp::stream a(d), b(d);
   std::vector<void*> blocks;
   for (int i = 0; i < 16; ++i) blocks.push_back(p.allocate(a, (1 + i % 4) * MiB));
@@ -375,13 +375,13 @@ TEST(LargeBlocks, FreesOnAnotherStreamGoToTheBlocksShard) {
   EXPECT_EQ(p.statistics().live_bytes, 0u);
 }
 
-// ---- large blocks per stream (pool_options::large_blocks_per_stream) ---------------------------
+// ---- large blocks per stream (pool_options::share_between_streams false) ---------------------
 
 TEST(LargeBlocksPerStream, AnotherLiveStreamGrowsInsteadOfTakingTheMemory) {
   for (const bool per_stream : {false, true}) {
     SCOPED_TRACE(per_stream ? "per stream" : "shared");
     sp::device d = vm_device();
-    sp::pool p(d, {.large_blocks_per_stream = per_stream});
+    sp::pool p(d, {.share_between_streams = !per_stream});
     sp::stream a(d), b(d);
     void* q = p.allocate(a, 16 * MiB);
     p.deallocate(a, q);
@@ -408,7 +408,7 @@ TEST(LargeBlocksPerStream, StreamsThatRepeatTheirWorkSettleWithoutCallsOrWaits) 
   // completes work at once, shared memory settles too; what tells the two apart is pending work:
   // replay_server_plugin_trace_lagged settles per stream, its shared counterpart never does.)
   sp::device d = vm_device();
-  sp::pool p(d, {.large_blocks_per_stream = true});
+  sp::pool p(d, {.share_between_streams = false});
   std::vector<std::unique_ptr<sp::stream>> streams;
   for (int i = 0; i < 4; ++i) streams.push_back(std::make_unique<sp::stream>(d));
   std::mt19937 rng(5);
@@ -431,7 +431,7 @@ TEST(LargeBlocksPerStream, AGoneStreamsMemoryGoesToTheLiveOnes) {
   for (const bool a_gone : {false, true}) {
     SCOPED_TRACE(a_gone ? "a is gone" : "a lives");
     sp::device d = vm_device();
-    sp::pool p(d, {.large_blocks_per_stream = true});
+    sp::pool p(d, {.share_between_streams = false});
     sp::stream c(d);
     step(p, c);  // c's own free memory: less than what it asks for below
     auto a = std::make_unique<sp::stream>(d);
@@ -454,14 +454,14 @@ TEST(LargeBlocksPerStream, TheReleaseThresholdIsALimitNotAChurn) {
   std::size_t one = 0;
   {
     sp::device d = vm_device();
-    sp::pool probe(d, {.large_blocks_per_stream = true});
+    sp::pool probe(d, {.share_between_streams = false});
     sp::stream s(d);
     step(probe, s);
     one = probe.statistics().reserved_bytes;
   }
   sp::device d = vm_device();
   const std::size_t threshold = one * 3 / 2;
-  sp::pool p(d, {.release_threshold = threshold, .large_blocks_per_stream = true});
+  sp::pool p(d, {.release_threshold = threshold, .share_between_streams = false});
   sp::stream a(d), b(d);
   for (int i = 0; i < 4; ++i) {
     step(p, a);
@@ -479,7 +479,7 @@ TEST(LargeBlocksPerStream, TheReleaseThresholdIsALimitNotAChurn) {
 
 TEST(LargeBlocksPerStream, UnderTheMemoryLimitLiveStreamsShare) {
   sp::device d = vm_device();
-  sp::pool p(d, {.memory_limit = 48 * MiB, .large_blocks_per_stream = true});
+  sp::pool p(d, {.memory_limit = 48 * MiB, .share_between_streams = false});
   sp::stream a(d), b(d);
   void* q = p.allocate(a, 32 * MiB);
   p.deallocate(a, q);

@@ -74,20 +74,22 @@ struct pool_options {
   /// gave back would have to be created again on the next step: driver calls in steady state);
   /// trim() and memory pressure give it back regardless.
   std::size_t release_threshold = SIZE_MAX;
-  /// Virtual memory: large blocks stay with the streams that free them, as in PyTorch's own
-  /// allocator and its expandable segments. Another live stream neither reuses nor remaps them;
-  /// it grows its own memory instead. Memory moves between streams only from streams that are
-  /// gone (no live cache uses their shard), or when a growth would be refused: the memory limit,
-  /// the device, or release_threshold, which then acts as a limit. Streams that each repeat their
-  /// work then settle with no driver call and no device-side wait, at the sum of the streams'
-  /// peaks rather than their joint peak (docs/large-blocks.md, "Per stream"), and threads on
-  /// their own streams share no lock and no written cache line on the large path, so they scale
-  /// (docs/threads.md). The streams are kept apart by shard, and there are 16: from the 17th live
-  /// stream on, streams share a shard and its blocks. One stream's program is not affected.
-  /// false: shared, every stream reuses every stream's free large blocks behind device-side
-  /// waits; reserved memory stays nearer the streams' joint peak, but threads that allocate large
-  /// blocks at once steal from each other and do not scale.
-  bool large_blocks_per_stream = true;
+  /// false (the default): each live stream keeps the memory it frees, as PyTorch's own allocator
+  /// and its expandable segments do. Another live stream neither reuses nor remaps its large
+  /// blocks, and takes its small chunks (spilled, or in its cache) only when no new slab can be
+  /// had; it grows its own memory instead. Memory moves between streams only from streams that
+  /// are gone (no live cache uses their shard) or idle (small caches, docs/threads.md), or when a
+  /// growth would be refused: the memory limit, the device, or release_threshold, which then
+  /// acts as a limit. Streams that each repeat their work then settle with no driver call and no
+  /// device-side wait, at the sum of the streams' peaks rather than their joint peak
+  /// (docs/large-blocks.md, "Per stream"), and threads on their own streams share no lock and no
+  /// written cache line, so they scale (docs/threads.md). The streams are kept apart by shard,
+  /// and there are 16: from the 17th live stream on, streams share a shard and its blocks. One
+  /// stream's program is not affected.
+  /// true: every stream reuses every stream's free memory behind device-side waits; reserved
+  /// memory stays nearer the streams' joint peak, but threads that allocate at once steal from
+  /// each other and do not scale.
+  bool share_between_streams = false;
 };
 
 struct stream_statistics {

@@ -71,7 +71,7 @@ sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
       options->virtual_memory = o.virtual_memory ? 1 : 0;
       options->release_threshold = o.release_threshold;
     }
-    if (version >= 3) options->share_between_streams = o.large_blocks_per_stream ? 0 : 1;
+    if (version >= 3) options->share_between_streams = o.share_between_streams ? 1 : 0;
   });
 }
 
@@ -99,7 +99,7 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
         o.virtual_memory = options->virtual_memory != 0;
         o.release_threshold = options->release_threshold;
       }
-      if (version >= 3) o.large_blocks_per_stream = options->share_between_streams == 0;
+      if (version >= 3) o.share_between_streams = options->share_between_streams != 0;
     }
     *pool = new sp_pool_s(streampool::pool(device->dev, o));
   });

@@ -13,7 +13,7 @@
 //                   knows (tokens: no event per free, but reuse may wait for streams that never
 //                   touched the memory).
 //   per stream      the plug-in pool keeps large blocks with the streams that free them
-//                   (pool_options::large_blocks_per_stream), as PyTorch's own allocators do: a
+//                   (pool_options::share_between_streams false), as PyTorch's own allocators do: a
 //                   multi-stream program settles with no driver call and no device-side wait.
 //                   STREAMPOOL_TORCH_PER_STREAM=0 shares them between live streams instead.
 //   trace           with STREAMPOOL_TORCH_TRACE=FILE, each plug-in pool records its allocations
@@ -85,12 +85,12 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 /// 0, false, off or no (1, true, on, yes or unset: per stream; anything else is reported).
 sp::pool_options plugin_options() {
   sp::pool_options o;
-  o.large_blocks_per_stream = true;
+  o.share_between_streams = false;  // the default, said here because the plug-in depends on it
   const char* v = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
   if (v == nullptr) return o;
   const std::string value = v;
   if (value == "0" || value == "false" || value == "off" || value == "no") {
-    o.large_blocks_per_stream = false;
+    o.share_between_streams = true;
   } else if (value != "1" && value != "true" && value != "on" && value != "yes") {
     std::fprintf(stderr,
                  "streampool: torch plug-in: STREAMPOOL_TORCH_PER_STREAM=\"%s\" is not one of 0, "

@@ -35,11 +35,7 @@ void pool_state::stream_gone(std::size_t shard) {
 
 void pool_state::take_orphans(std::vector<stream_cache::entry>& entries,
                               const std::shared_ptr<timeline>& line) {
-  for (auto& e : entries) {
-    token_set tokens;
-    if (line) merge_token(tokens, token{line, e.at});
-    push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
-  }
+  for (auto& e : entries) push_shared(e, line);
 }
 
 std::vector<std::shared_ptr<stream_cache>> pool_state::caches() const {
@@ -49,12 +45,8 @@ std::vector<std::shared_ptr<stream_cache>> pool_state::caches() const {
 
 void pool_state::flush_caches() {
   for (auto& c : caches()) {
-    c->drain([this](std::size_t cls, const stream_cache::entry& e,
-                    const std::shared_ptr<timeline>& line) {
-      token_set tokens;
-      if (line) merge_token(tokens, token{line, e.at});
-      push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
-    });
+    c->drain([this](std::size_t /*cls*/, const stream_cache::entry& e,
+                    const std::shared_ptr<timeline>& line) { push_shared(e, line); });
   }
 }
 
@@ -92,12 +84,10 @@ bool pool_state::drain_idle_caches(const timeline& me) {
     timeline::point latest = 0;
     std::shared_ptr<timeline> line;
     c->drain(
-        [&](std::size_t cls, const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
-          token_set tokens;
-          if (l) merge_token(tokens, token{l, e.at});
+        [&](std::size_t /*cls*/, const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
+          push_shared(e, l);
           latest = std::max(latest, e.at);
-          line = l;
-          push_shared(cls, free_chunk{e.p, e.owner, std::move(tokens)});
+          if (!line) line = l;  // the same timeline for every entry
           drained = true;
         });
     // Markers are lazy: without one, nothing says that the idle stream's work on these chunks

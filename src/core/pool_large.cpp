@@ -20,8 +20,8 @@
 // of its block. The rules above run on the stream's shard first; a free block of another shard
 // is taken before any growth (its lock only tried: a busy shard belongs to a running thread), and
 // a growth remaps from every shard. One stream: one shard, exactly the policy above. Per stream
-// (pool_options::large_blocks_per_stream), "another shard" and "every shard" mean only shards no
-// live stream uses, until a growth would be refused (large_reach).
+// (pool_options::share_between_streams false, the default), "another shard" and "every shard" mean
+// only shards no live stream uses, until a growth would be refused (large_reach).
 //
 // This file: reuse of free blocks (both paths), frees, recorded uses, markers, trim and the end of
 // the pool. Growth is elsewhere: pool_large_growth.cpp (virtual memory), pool_segments.cpp
@@ -59,7 +59,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
   stream_cache& cache = cache_of(s.get_timeline());
   if (virtual_large_) {
     const large_reach first =
-        options_.large_blocks_per_stream ? large_reach::own_and_idle : large_reach::every_shard;
+        options_.share_between_streams ? large_reach::every_shard : large_reach::own_and_idle;
     void* p = with_reclaim(size, [&]() -> void* {
       if (void* q = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
                                   /*try_only=*/true, first)) {

@@ -110,7 +110,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
 }
 
 void* pool_state::allocate_small(stream_ref s, std::size_t cls) {
-  if (!options_.large_blocks_per_stream) {
+  if (options_.share_between_streams) {
     // Shared: another stream's freed chunk, behind a device-side wait, before new memory.
     return with_reclaim(class_size(cls), [&]() -> void* {
       if (void* p = try_shared_small(s, cls, /*pending_ok=*/true)) return p;
@@ -278,9 +278,7 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   // What a bin spills goes where other streams can use it, with its token: to its own class's
   // list (the spilling bin may be another class's, the fullest).
   const auto spill = [this](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
-    token_set tokens;
-    if (l) merge_token(tokens, token{l, e.at});
-    push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
+    push_shared(e, l);
   };
   const stream_cache::counted n = cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()},
                                                       options_.stream_cache_bytes, spill);
@@ -329,6 +327,12 @@ void pool_state::push_shared(std::size_t cls, free_chunk c) {
   STREAMPOOL_ASSERT_INTERNAL(c.owner->size_class == cls);
   std::lock_guard lock(shared_[cls].mu);
   shared_[cls].chunks.push_back(std::move(c));
+}
+
+void pool_state::push_shared(const stream_cache::entry& e, const std::shared_ptr<timeline>& line) {
+  token_set tokens;
+  if (line) merge_token(tokens, token{line, e.at});
+  push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
 }
 
 }  // namespace streampool::detail

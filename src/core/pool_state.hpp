@@ -188,6 +188,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void cache_chunk(slab& sl, void* p, stream_ref s);
   [[noreturn]] void not_a_chunk_start(const slab& sl, const void* p) const;
   void push_shared(std::size_t cls, free_chunk c);
+  /// A stream cache's entry to its class's shared list, with a token on the stream it was freed
+  /// on (`line`; none once that stream is gone): a spill, a drain, an orphan.
+  void push_shared(const stream_cache::entry& e, const std::shared_ptr<timeline>& line);
   /// Counts a chunk handed out by a slow path: never handed out before (fresh), or a reuse that
   /// made the stream wait or not.
   void count_chunk_out(std::size_t bytes, bool fresh, bool waited) noexcept;
@@ -217,8 +220,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
 
   // ---- large blocks (pool_large.cpp) ----
   /// Which shards a large request may take memory from, by reuse or by remapping. Per stream
-  /// (pool_options::large_blocks_per_stream): its own shard and shards no live stream uses, until
-  /// growth is refused; else, and then, every shard.
+  /// (pool_options::share_between_streams false): its own shard and shards no live stream uses,
+  /// until growth is refused; else, and then, every shard.
   enum class large_reach : bool { own_and_idle, every_shard };
   [[nodiscard]] bool within_reach(const large_shard& own, const large_shard& other,
                                   large_reach reach) const noexcept;

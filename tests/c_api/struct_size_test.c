@@ -13,21 +13,21 @@
 
 /* What a caller built against the first versions compiled: the layouts before the virtual-memory
  * fields were appended. */
-typedef struct {
-  size_t struct_size;
-  size_t memory_limit;
-  size_t small_max;
-  size_t stream_cache_bytes;
+#define POOL_OPTIONS_V1_FIELDS \
+  size_t struct_size;          \
+  size_t memory_limit;         \
+  size_t small_max;            \
+  size_t stream_cache_bytes;   \
   int poison_on_free;
+
+typedef struct {
+  POOL_OPTIONS_V1_FIELDS
 } pool_options_v1;
 
-/* Version 2 of the pool options: before share_between_streams. */
+/* Version 2 of the pool options: before share_between_streams. Its fields follow version 1's in
+ * the same struct, not a nested one: a nested version 1 would end in its tail padding. */
 typedef struct {
-  size_t struct_size;
-  size_t memory_limit;
-  size_t small_max;
-  size_t stream_cache_bytes;
-  int poison_on_free;
+  POOL_OPTIONS_V1_FIELDS
   int virtual_memory;
   size_t release_threshold;
 } pool_options_v2;

@@ -110,8 +110,8 @@ TYPED_TEST_P(PoolConformance, SameStreamReuseIsImmediate) {
 // the new stream after the old work (a device-side wait where the backend has them).
 TYPED_TEST_P(PoolConformance, CrossStreamReuseIsOrdered) {
   // Shared large blocks: another live stream's free block is reusable behind a wait (the default
-  // keeps large blocks per stream, pool_options::large_blocks_per_stream).
-  pool p(this->dev(), pool_options{.large_blocks_per_stream = false});
+  // keeps them per stream, pool_options::share_between_streams).
+  pool p(this->dev(), pool_options{.share_between_streams = true});
   stream s1(this->dev()), s2(this->dev()), gate(this->dev());
   constexpr std::size_t n = 4u << 20;  // large: reuse comes from the free list, deterministically
   void* busy = p.allocate(gate, TypeParam::busy_bytes);
@@ -186,8 +186,8 @@ inline void* allocate_until(pool& p, stream_ref s, std::size_t n, const void* ta
 // record_use: work on a second stream that read the block is waited for before reuse.
 TYPED_TEST_P(PoolConformance, RecordUseOrdersReuse) {
   // Shared large blocks: another live stream's free block is reusable behind a wait (the default
-  // keeps large blocks per stream, pool_options::large_blocks_per_stream).
-  pool p(this->dev(), pool_options{.large_blocks_per_stream = false});
+  // keeps them per stream, pool_options::share_between_streams).
+  pool p(this->dev(), pool_options{.share_between_streams = true});
   stream s1(this->dev()), s2(this->dev()), s3(this->dev());
   constexpr std::size_t n = 2u << 20;
   void* busy = p.allocate(s2, TypeParam::busy_bytes);
@@ -228,8 +228,8 @@ TYPED_TEST_P(PoolConformance, RecordUseOrdersReuse) {
 // free, not only until the declaration.
 TYPED_TEST_P(PoolConformance, RecordUseAheadOfTheWorkOrdersReuse) {
   // Shared large blocks: another live stream's free block is reusable behind a wait (the default
-  // keeps large blocks per stream, pool_options::large_blocks_per_stream).
-  pool p(this->dev(), pool_options{.large_blocks_per_stream = false});
+  // keeps them per stream, pool_options::share_between_streams).
+  pool p(this->dev(), pool_options{.share_between_streams = true});
   stream s1(this->dev()), s2(this->dev()), s3(this->dev());
   constexpr std::size_t n = 2u << 20;
   void* busy = p.allocate(s2, TypeParam::busy_bytes);

@@ -168,7 +168,7 @@ class ScenarioConformance : public ::testing::Test {
     for (int trial = 0; trial < 5; ++trial) {
       // Fresh each trial: no free memory but what A frees. Shared large blocks, so that B may
       // reuse a block of A's while A lives (the default keeps them per stream).
-      pool p(d, pool_options{.large_blocks_per_stream = false});
+      pool p(d, pool_options{.share_between_streams = true});
       stream b(d);
       std::optional<stream> owner;  // the wrapped queue's owner
       std::optional<stream> a;

@@ -42,7 +42,7 @@
 // device waits and none of the growth that waiting for completion causes.
 //
 // --shared: streampool's pools share large blocks between live streams
-// (pool_options::large_blocks_per_stream = false). By default they keep them with the streams
+// (pool_options::share_between_streams). By default they keep them with the streams
 // that free them, as the PyTorch plug-in's pool does; --per-stream says so explicitly.
 //
 // --html OUT.html: also write the memory picture (docs/memory-picture.md): one self-contained page
@@ -273,7 +273,7 @@ result replay_pool(const trace& t, const streampool::device& dev, const std::str
       "the end%s",
       dev.get_backend().caps().granularity >> 10,
       dev.get_backend().caps().virtual_memory ? "virtual memory" : "segments",
-      options.large_blocks_per_stream ? ", large blocks per stream" : ", large blocks shared",
+      options.share_between_streams ? ", memory shared between streams" : ", memory per stream",
       static_cast<unsigned long long>(st.upstream_allocations),
       static_cast<unsigned long long>(st.upstream_deallocations),
       static_cast<unsigned long long>(st.upstream_reserves),
@@ -340,9 +340,9 @@ int main(int argc, char** argv) {
     } else if (a == "--lag" && i + 1 < argc) {
       lag = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--per-stream") {
-      pool_options.large_blocks_per_stream = true;
+      pool_options.share_between_streams = false;
     } else if (a == "--shared") {
-      pool_options.large_blocks_per_stream = false;
+      pool_options.share_between_streams = true;
     } else if (a == "--html" && i + 1 < argc) {
       html_path = argv[++i];
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {
