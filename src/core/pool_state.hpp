@@ -17,7 +17,8 @@
 //                          are in allocate() and the two deallocate()s (pool_small.cpp)
 //
 // Locks, and what each guards:
-//   stream_cache::mu   one stream's cached chunks (the fast path takes only this)
+//   stream_cache::mu   one stream's cached chunks (the fast path takes only this; biased to the
+//                      stream's thread, which takes it with no atomic read-modify-write)
 //   class_list::mu     one size class's shared list, and the `carved` count of its slabs
 //   growth_mu_         virtual memory: serialises the large-block growths and give-backs that call
 //                      the driver (map, unmap, create, release), held across those calls. Never

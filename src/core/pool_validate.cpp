@@ -59,7 +59,7 @@ void pool_state::validate_small(std::size_t& work) const {
   // timeline::cache_for takes under the timeline's lock (and the pool's destructor host-waits
   // under class locks). A cache made meanwhile is not looked at; one dropped stays alive here.
   const std::vector<std::shared_ptr<stream_cache>> all = caches();
-  std::vector<std::unique_lock<spinlock>> cache_locks;
+  std::vector<visit_guard> cache_locks;
   cache_locks.reserve(all.size());
   for (const auto& c : all) cache_locks.push_back(c->hold());
   for (const auto& c : all) {

@@ -3,8 +3,9 @@
 // Glossary
 //   segment      one upstream allocation, registered in the page map.
 //   slab         a segment cut into equal chunks of one size class. Per chunk, an atomic state
-//                byte says free / live / live-with-recorded-uses; freeing exchanges it, so a
-//                double free is caught without a lock, even when two threads race.
+//                byte says free / live / live-with-recorded-uses; freeing reads and writes it,
+//                so a double free is caught without a lock (two frees of one pointer racing on
+//                two threads are the caller's data race: not an exchange, see deallocate_chunk).
 //   large range  memory for large blocks: a whole upstream allocation, or a reserved virtual range
 //                mapped granule by granule. The blocks inside are the block arena's
 //                (block_arena.hpp) of one shard (large_shard.hpp), guarded by its lock.
@@ -25,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "streampool/error.hpp"
 #include "streampool/timeline.hpp"
 
 namespace streampool::detail {
@@ -46,6 +48,7 @@ struct slab : segment {
         size_class(cls),
         chunk_size(chunk),
         chunks(n / chunk),
+        chunk_inverse(inverse_of(chunk)),
         // Threads on their own streams each keep reusing their own chunk; if two of those chunks'
         // state bytes shared a cache line, every alloc and free would bounce it between cores.
         // Few chunks: each state byte has its own line. Many: the states are interleaved over
@@ -56,6 +59,7 @@ struct slab : segment {
         line_shift(chunks <= 128 ? 63
                                  : static_cast<std::size_t>(std::countr_zero(lines_for(chunks)))),
         states(new std::atomic<std::uint8_t>[(chunks <= 128 ? chunks : lines_for(chunks)) * 64]) {
+    STREAMPOOL_ASSERT(n <= UINT64_MAX / chunk);  // index_of's multiply-high is exact
     for (std::size_t i = 0; i < chunks; ++i) state(i).store(chunk_free, std::memory_order_relaxed);
   }
   /// Chunk i's state byte: line i & line_mask, byte i >> line_shift of it. A mask and a shift,
@@ -72,18 +76,27 @@ struct slab : segment {
   [[nodiscard]] void* chunk_at(std::size_t i) const noexcept {
     return static_cast<std::byte*>(base) + i * chunk_size;
   }
+  /// The chunk holding p: the offset divided by chunk_size as a multiply-high by chunk_inverse
+  /// (exact, see inverse_of), since a 64-bit division is most of a free's cost on some cores.
   [[nodiscard]] std::size_t index_of(const void* p) const noexcept {
-    return static_cast<std::size_t>(static_cast<const std::byte*>(p) -
-                                    static_cast<const std::byte*>(base)) /
-           chunk_size;
+    const auto offset = static_cast<std::uint64_t>(static_cast<const std::byte*>(p) -
+                                                   static_cast<const std::byte*>(base));
+    return static_cast<std::size_t>((static_cast<unsigned __int128>(offset) * chunk_inverse) >> 64);
   }
+  /// 2^64 / d for a power of two d (exact); else m = floor(2^64 / d) + 1. Then (n * m) >> 64 ==
+  /// n / d for every n with n * d < 2^64, which holds for every offset into a slab (bytes *
+  /// chunk_size < 2^64, asserted at construction): m = (2^64 + e) / d with 1 <= e <= d, so
+  /// n * m / 2^64 = n / d + n * e / (d * 2^64), and the second term, under 1 / d, cannot carry
+  /// the quotient past the next integer.
+  static std::uint64_t inverse_of(std::size_t d) noexcept { return UINT64_MAX / d + 1; }
   std::size_t size_class;
   std::size_t chunk_size;
   std::size_t chunks;
-  std::size_t line_mask;   // up to 128 chunks: all ones (one line each); else lines - 1
-  std::size_t line_shift;  // up to 128 chunks: 63 (byte 0 of its line); else log2(lines)
-  std::size_t carved = 0;  // chunks [0, carved) were handed out at least once; guarded by the
-                           // class list lock
+  std::uint64_t chunk_inverse;  // inverse_of(chunk_size), for index_of
+  std::size_t line_mask;        // up to 128 chunks: all ones (one line each); else lines - 1
+  std::size_t line_shift;       // up to 128 chunks: 63 (byte 0 of its line); else log2(lines)
+  std::size_t carved = 0;       // chunks [0, carved) were handed out at least once; guarded by the
+                                // class list lock
   std::unique_ptr<std::atomic<std::uint8_t>[]> states;
 };
 

@@ -17,8 +17,9 @@ stream_cache::stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool
       shard_(shard) {}
 
 bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line) {
-  const std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || detached_ || orphaned_ || bins_[cls].empty()) return false;
+  if (!mu_.try_visit()) return false;
+  const std::lock_guard lock(mu_, std::adopt_lock);
+  if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
   auto& bin = bins_[cls];
   out = bin.front();
   bin.erase(bin.begin());
@@ -31,9 +32,9 @@ bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeli
 void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
   std::vector<entry> all;
   {
-    const std::lock_guard lock(mu_);
-    if (detached_ || orphaned_) return;
-    orphaned_ = true;
+    const visit_guard lock(mu_);
+    if (detached_ || orphaned_.load(std::memory_order_relaxed)) return;
+    orphaned_.store(true, std::memory_order_release);
     for (std::size_t c = 0; c < bins_.size(); ++c) {
       all.insert(all.end(), bins_[c].begin(), bins_[c].end());
       bins_[c].clear();
@@ -51,7 +52,7 @@ void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
 }
 
 void stream_cache::detach() {
-  const std::lock_guard lock(mu_);
+  const visit_guard lock(mu_);
   detached_ = true;
   for (std::size_t c = 0; c < bins_.size(); ++c) {
     bins_[c].clear();
@@ -61,7 +62,7 @@ void stream_cache::detach() {
 }
 
 std::size_t stream_cache::cached_bytes() const {
-  const std::lock_guard lock(mu_);
+  const visit_guard lock(mu_);
   return total_bytes_;
 }
 
@@ -74,18 +75,15 @@ std::size_t stream_cache::fullest_bin() const noexcept {
 
 stream_cache::contents stream_cache::copy() const {
   contents out;
-  const std::lock_guard lock(mu_);
+  const visit_guard lock(mu_);
   out.line = line_.lock();
-  out.gone = orphaned_ || detached_;
+  out.gone = orphaned_.load(std::memory_order_relaxed) || detached_;
   for (std::size_t c = 0; c < max_classes; ++c)
     for (const entry& e : bins_[c]) out.entries.emplace_back(c, e);
   return out;
 }
 
-bool stream_cache::orphaned() const {
-  const std::lock_guard lock(mu_);
-  return orphaned_;
-}
+bool stream_cache::orphaned() const { return orphaned_.load(std::memory_order_acquire); }
 
 std::string stream_cache::find_broken_locked() const {
   for (std::size_t c = 0; c < max_classes; ++c) {
@@ -96,10 +94,11 @@ std::string stream_cache::find_broken_locked() const {
           static_cast<unsigned long long>(timeline_id_), c, bin_bytes_[c], bins_[c].size(),
           class_size(c), bins_[c].size() * class_size(c));
     }
-    if ((orphaned_ || detached_) && !bins_[c].empty()) {
+    const bool orphaned = orphaned_.load(std::memory_order_relaxed);
+    if ((orphaned || detached_) && !bins_[c].empty()) {
       return format("stream cache (timeline %llu): %s, yet class %zu holds %zu entries",
                     static_cast<unsigned long long>(timeline_id_),
-                    orphaned_ ? "orphaned" : "detached", c, bins_[c].size());
+                    orphaned ? "orphaned" : "detached", c, bins_[c].size());
     }
   }
   std::size_t sum = 0;

@@ -41,8 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "biased_lock.hpp"
 #include "size_classes.hpp"
-#include "spinlock.hpp"
 #include "streampool/error.hpp"
 #include "streampool/timeline.hpp"
 
@@ -89,7 +89,8 @@ class alignas(64) stream_cache {
   /// The pool's large shard for this stream (large_shard.hpp).
   [[nodiscard]] std::size_t shard() const noexcept { return shard_; }
 
-  // ---- the fast path (each takes mu_) ----
+  // ---- the fast path (each takes mu_: biased to this stream's thread, no atomic read-modify-
+  // write there) ----
 
   /// The most recently freed chunk of class `cls` (warm, and freed on this very stream: no wait
   /// is ever needed), counted as an allocation; false when the bin is empty.
@@ -148,7 +149,7 @@ class alignas(64) stream_cache {
   /// gone) and empties the bins, under mu_. Nothing on a detached cache.
   template <class Take>
   void drain(Take&& take) {
-    const std::lock_guard lock(mu_);
+    const visit_guard lock(mu_);
     if (detached_) return;
     const std::shared_ptr<timeline> line = line_.lock();
     for (std::size_t cls = 0; cls < max_classes; ++cls) {
@@ -184,9 +185,9 @@ class alignas(64) stream_cache {
     return live_delta_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t contended() const noexcept { return mu_.contended(); }
-  /// Bytes in the bins (takes mu_).
+  /// Bytes in the bins (visits mu_).
   [[nodiscard]] std::size_t cached_bytes() const;
-  /// The timeline retired (takes mu_): the cache is empty for good.
+  /// The timeline retired: the cache is empty for good (no lock: a flag set once).
   [[nodiscard]] bool orphaned() const;
 
   // ---- snapshots (pool_state::snapshot) ----
@@ -201,7 +202,7 @@ class alignas(64) stream_cache {
 
   // ---- validation (pool_state::validate holds every cache's lock at once) ----
 
-  [[nodiscard]] std::unique_lock<spinlock> hold() const { return std::unique_lock(mu_); }
+  [[nodiscard]] visit_guard hold() const { return visit_guard(mu_); }
   /// Under hold(): the first broken invariant of this header, or empty.
   [[nodiscard]] std::string find_broken_locked() const;
   /// Under hold(): f(entry) for every entry of class `cls`.
@@ -250,11 +251,14 @@ class alignas(64) stream_cache {
     return {d, flush};
   }
 
-  mutable spinlock mu_;  // guards bins_, bin_bytes_, orphaned_, detached_
+  // Guards bins_, bin_bytes_, total_bytes_, orphaned_'s changes, detached_. Biased to the thread
+  // that made the cache (the stream's first user): pop, push and count_live are its fast path,
+  // with no atomic read-modify-write; every other member takes it as a visit (biased_lock.hpp).
+  mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
   std::array<std::size_t, max_classes> bin_bytes_{};
   std::size_t total_bytes_ = 0;
-  bool orphaned_ = false;
+  std::atomic<bool> orphaned_{false};  // read without mu_ by orphaned(); set once, under it
   bool detached_ = false;
   const std::weak_ptr<timeline> line_;
   const std::weak_ptr<pool_state> pool_;
