@@ -81,6 +81,7 @@ bool pool_state::drain_idle_caches(const timeline& me) {
     // Every cache is looked at, this stream's too, so that "since the last look" means the same
     // interval for all; this one is busy (it is growing).
     if (!c->idle_since_last_look() || c->timeline_id() == me.id()) continue;
+    if (c->cached_bytes() == 0) continue;  // nothing to drain: no visit (a heavy fence)
     timeline::point latest = 0;
     std::shared_ptr<timeline> line;
     c->drain(

@@ -17,7 +17,8 @@ stream_cache::stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool
       shard_(shard) {}
 
 bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line) {
-  if (!mu_.try_visit()) return false;
+  // An empty cache is skipped before the visit: a visit to a biased cache is a heavy fence.
+  if (total_bytes_ == 0 || !mu_.try_visit()) return false;
   const std::lock_guard lock(mu_, std::adopt_lock);
   if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
   auto& bin = bins_[cls];
@@ -61,10 +62,7 @@ void stream_cache::detach() {
   total_bytes_ = 0;
 }
 
-std::size_t stream_cache::cached_bytes() const {
-  const visit_guard lock(mu_);
-  return total_bytes_;
-}
+std::size_t stream_cache::cached_bytes() const { return total_bytes_; }
 
 std::size_t stream_cache::fullest_bin() const noexcept {
   std::size_t best = 0;
@@ -105,7 +103,8 @@ std::string stream_cache::find_broken_locked() const {
   for (std::size_t b : bin_bytes_) sum += b;
   if (sum != total_bytes_) {
     return format("stream cache (timeline %llu): total bytes %zu, but the bins hold %zu",
-                  static_cast<unsigned long long>(timeline_id_), total_bytes_, sum);
+                  static_cast<unsigned long long>(timeline_id_),
+                  static_cast<std::size_t>(total_bytes_), sum);
   }
   if (const std::int64_t d = pending_live(); d >= live_flush_bytes || d <= -live_flush_bytes) {
     return format("stream cache (timeline %llu): live delta %lld is not below the flush size %lld",

@@ -52,6 +52,30 @@ class pool_state;
 struct slab;
 struct test_access;
 
+/// A count written under the cache's lock (one writer at a time) and read with or without it: +=
+/// and -= are a relaxed load and store, not a read-modify-write.
+class locked_count {
+ public:
+  locked_count& operator+=(std::size_t n) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    return *this;
+  }
+  locked_count& operator-=(std::size_t n) noexcept {
+    v_.store(v_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+    return *this;
+  }
+  locked_count& operator=(std::size_t n) noexcept {
+    v_.store(n, std::memory_order_relaxed);
+    return *this;
+  }
+  operator std::size_t() const noexcept {  // NOLINT(google-explicit-constructor): reads as a count
+    return v_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::size_t> v_{0};
+};
+
 // Cache-line aligned: each thread's stream cache is written on every alloc and free, and must not
 // share a line with another thread's.
 class alignas(64) stream_cache {
@@ -185,7 +209,7 @@ class alignas(64) stream_cache {
     return live_delta_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t contended() const noexcept { return mu_.contended(); }
-  /// Bytes in the bins (visits mu_).
+  /// Bytes in the bins (no lock: a moment's value, exact while the stream is not running).
   [[nodiscard]] std::size_t cached_bytes() const;
   /// The timeline retired: the cache is empty for good (no lock: a flag set once).
   [[nodiscard]] bool orphaned() const;
@@ -257,7 +281,7 @@ class alignas(64) stream_cache {
   mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
   std::array<std::size_t, max_classes> bin_bytes_{};
-  std::size_t total_bytes_ = 0;
+  locked_count total_bytes_;  // read without mu_ by cached_bytes() (statistics, steal checks)
   std::atomic<bool> orphaned_{false};  // read without mu_ by orphaned(); set once, under it
   bool detached_ = false;
   const std::weak_ptr<timeline> line_;
