@@ -120,6 +120,30 @@ TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {
   EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
 }
 
+// The same bound when every bin holds one chunk: a stream that frees one chunk of each of many
+// large classes (a pool with a high small_max) must not keep them all because no bin has two.
+TEST(PoolBasic, AStreamCacheOfSingleChunkBinsIsBoundedInTotalToo) {
+  sp::device d(sp::make_host_backend({}));
+  constexpr std::size_t per_class = std::size_t{4} << 20;
+  sp::pool p(d, {.small_max = std::size_t{4} << 20, .stream_cache_bytes = per_class});
+  sp::stream s(d);
+  std::vector<void*> blocks;
+  std::size_t freed = 0;
+  for (std::size_t size = 256 << 10; size <= (std::size_t{4} << 20); size += size / 8)
+    blocks.push_back(p.allocate(s, size));
+  for (void* q : blocks) {
+    freed += p.block_size(q);
+    p.deallocate(s, q);
+  }
+  ASSERT_GT(freed, 4 * per_class);  // one chunk per class, and more than the total bound
+  const sp::pool_statistics st = p.statistics();
+  std::size_t cached_on_s = 0;
+  for (const sp::stream_statistics& c : st.streams) cached_on_s += c.cached_bytes;
+  EXPECT_LE(cached_on_s, 4 * per_class);
+  EXPECT_GT(cached_on_s, 0u);
+  EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
+}
+
 // A stream that stops (a worker waiting for input) does not keep its cache while others grow:
 // once the pool has made 16 MiB of slabs without it allocating or freeing, its chunks go to the
 // shared lists, and another stream reuses them with no wait and no new memory.

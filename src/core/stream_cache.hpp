@@ -5,9 +5,10 @@
 //            An entry keeps the timeline's point at its free: on this stream it needs no wait
 //            (in-order queue); anywhere else that point becomes its token.
 //   spill    a bin over the pool's stream_cache_bytes gives its older half, with tokens, to the
-//            pool's shared lists, where other streams can use it; so does the fullest bin when
-//            all of them together hold more than total_factor times that (a stream that frees
-//            many classes does not hoard memory class by class).
+//            pool's shared lists, where other streams can use it; so does the fullest bin (again
+//            and again, down to three quarters of the bound) when all of them together hold more
+//            than total_factor times that (a stream that frees many classes does not hoard
+//            memory class by class).
 //   steal    another stream takes a bin's oldest entry (behind a device-side wait) rather than
 //            grow the pool.
 //   drain    every entry leaves for the shared lists (trim, out-of-memory, the pool's end, and,
@@ -33,6 +34,7 @@
 // lists under this cache's lock).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -149,7 +151,7 @@ class alignas(64) stream_cache {
     total_bytes_ += bytes;
     const counted n = count_live_locked(-static_cast<std::int64_t>(bytes));
     if (bin_bytes_[cls] > limit) [[unlikely]]
-      spill_older_half(cls, spill);
+      spill_oldest(cls, bins_[cls].size() / 2, spill);
     if (total_bytes_ > total_factor * limit) [[unlikely]]
       spill_to_total(total_factor * limit, spill);
     return n;
@@ -238,11 +240,10 @@ class alignas(64) stream_cache {
  private:
   friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
 
-  /// push()'s spill, out of line: it runs once in many frees.
+  /// push()'s spill, out of line: it runs once in many frees. The `older` oldest entries go.
   template <class Spill>
-  [[gnu::noinline]] void spill_older_half(std::size_t cls, Spill& spill) {
+  [[gnu::noinline]] void spill_oldest(std::size_t cls, std::size_t older, Spill& spill) {
     auto& bin = bins_[cls];
-    const std::size_t older = bin.size() / 2;
     const std::shared_ptr<timeline> line = line_.lock();
     for (std::size_t i = 0; i < older; ++i) spill(bin[i], line);
     bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(older));
@@ -250,14 +251,16 @@ class alignas(64) stream_cache {
     bin_bytes_[cls] = bin.size() * class_size(cls);
     total_bytes_ += bin_bytes_[cls];
   }
-  /// push()'s total bound: the fullest bin spills its older half until the bins hold at most
-  /// `bound` (or the fullest holds a single entry: then every bin does, and one more push spills).
+  /// push()'s total bound: the fullest bin spills its older half (its one entry, when it has
+  /// one) until the bins hold at most three quarters of `bound`. The quarter below the bound
+  /// makes the next spills many pushes away: a stream that frees chunks of many large classes
+  /// (one or two per bin) went over the bound at nearly every push, and the search for the
+  /// fullest bin was most of its free's time.
   template <class Spill>
   [[gnu::noinline]] void spill_to_total(std::size_t bound, Spill& spill) {
-    while (total_bytes_ > bound) {
+    while (total_bytes_ > bound - bound / 4) {
       const std::size_t fullest = fullest_bin();
-      if (bins_[fullest].size() < 2) break;
-      spill_older_half(fullest, spill);
+      spill_oldest(fullest, std::max<std::size_t>(1, bins_[fullest].size() / 2), spill);
     }
   }
   /// The class whose bin holds the most bytes (under mu_).
