@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "streampool/streampool.hpp"
@@ -142,6 +144,49 @@ TEST(PoolBasic, AStreamCacheOfSingleChunkBinsIsBoundedInTotalToo) {
   EXPECT_LE(cached_on_s, 4 * per_class);
   EXPECT_GT(cached_on_s, 0u);
   EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
+}
+
+// Contention per lock: each kind's total is the sum over its locks, and a stream's cache says
+// whether its lock is still biased to one thread: no more once a second thread allocated on it.
+TEST(PoolBasic, ContentionIsCountedPerLockAndAStreamSharedByThreadsLosesItsBias) {
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d);
+  sp::stream s(d);
+  p.deallocate(s, p.allocate(s, 4096));
+  const auto stats_of = [&](const sp::stream& on) {
+    const sp::pool_statistics st = p.statistics();
+    for (const sp::stream_statistics& c : st.streams)
+      if (c.timeline_id == on.ref().get_timeline().id()) return c;
+    ADD_FAILURE() << "no statistics for the stream";
+    return sp::stream_statistics{};
+  };
+  std::thread([&] {
+    for (int i = 0; i < 1000; ++i) p.deallocate(s, p.allocate(s, 4096));
+  }).join();
+  EXPECT_FALSE(stats_of(s).biased) << "another thread allocated on the stream";
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      const sp::stream own(d);
+      for (int i = 0; i < 2000; ++i) {
+        p.deallocate(s, p.allocate(s, 4096));  // shared: the cache lock may be contended
+        p.deallocate(own, p.allocate(own, (std::size_t{1} << 20) + 4096));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const sp::pool_statistics st = p.statistics();
+  const auto sum = [](const std::vector<std::uint64_t>& v) {
+    return std::accumulate(v.begin(), v.end(), std::uint64_t{0});
+  };
+  EXPECT_EQ(st.contention.per_large_shard.size(), 16u);
+  EXPECT_FALSE(st.contention.per_class_list.empty());
+  EXPECT_EQ(sum(st.contention.per_large_shard), st.contention.large_shards);
+  EXPECT_EQ(sum(st.contention.per_class_list), st.contention.class_lists);
+  std::uint64_t per_stream = 0;
+  for (const sp::stream_statistics& c : st.streams) per_stream += c.contended;
+  EXPECT_LE(per_stream, st.contention.stream_caches);  // gone streams' counts are folded in
 }
 
 // A stream that stops (a worker waiting for input) does not keep its cache while others grow:

@@ -97,6 +97,13 @@ struct stream_statistics {
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
   std::size_t cached_bytes = 0;  ///< held in this stream's cache
+  /// Acquisitions of this stream's cache lock that found it held (two threads on the stream, or
+  /// the pool's walks: steals, drains).
+  std::uint64_t contended = 0;
+  /// The cache's lock is still biased to the one thread that has used the stream, which takes it
+  /// with no atomic read-modify-write; false once another thread allocated or freed on the
+  /// stream, or where biasing is off (docs/threads.md, "Biased cache locks").
+  bool biased = false;
 };
 
 /// Lock acquisitions that found the lock held, per kind of lock, since the pool was made: how often
@@ -110,6 +117,11 @@ struct lock_contention {
   std::uint64_t growth = 0;         ///< large-block growth and give-back (driver calls)
   std::uint64_t segments = 0;       ///< the segment registry and the reserved count
   std::uint64_t other = 0;          ///< the cache registry, reclaim hooks, recorded uses
+  /// The same per lock where a kind has many: large_shards per shard (by shard index),
+  /// class_lists per size class (by class, smallest first). Per stream cache: the streams of
+  /// pool_statistics. The kind's total is their sum (stream caches: plus gone streams').
+  std::vector<std::uint64_t> per_large_shard;
+  std::vector<std::uint64_t> per_class_list;
   [[nodiscard]] std::uint64_t total() const noexcept {
     return stream_caches + class_lists + large_shards + growth + segments + other;
   }

@@ -103,9 +103,13 @@ pool_statistics pool_state::statistics() const {
     st.fresh_allocations += sh->fresh_allocations.load(std::memory_order_relaxed);
     st.ready_reuses += sh->ready_reuses.load(std::memory_order_relaxed);
     st.waited_reuses += sh->waited_reuses.load(std::memory_order_relaxed);
-    st.contention.large_shards += sh->mu.contended();
+    st.contention.per_large_shard.push_back(sh->mu.contended());
+    st.contention.large_shards += st.contention.per_large_shard.back();
   }
-  for (const class_list& l : shared_) st.contention.class_lists += l.mu.contended();
+  for (const class_list& l : shared_) {
+    st.contention.per_class_list.push_back(l.mu.contended());
+    st.contention.class_lists += st.contention.per_class_list.back();
+  }
   st.contention.growth = growth_mu_.contended();
   st.contention.segments = segments_mu_.contended();
   st.contention.stream_caches = cache_contention_folded_.load();
@@ -117,10 +121,12 @@ pool_statistics pool_state::statistics() const {
     ss.allocations = c->allocations();
     ss.deallocations = c->deallocations();
     ss.cached_bytes = c->cached_bytes();
+    ss.contended = c->contended();
+    ss.biased = c->biased();
     st.allocations += ss.allocations;
     st.deallocations += ss.deallocations;
     st.same_stream_reuses += ss.allocations;
-    st.contention.stream_caches += c->contended();
+    st.contention.stream_caches += ss.contended;
     st.streams.push_back(ss);
   }
   return st;

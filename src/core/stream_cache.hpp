@@ -211,6 +211,8 @@ class alignas(64) stream_cache {
     return live_delta_.load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t contended() const noexcept { return mu_.contended(); }
+  /// The lock is still biased to one thread (biased_lock.hpp).
+  [[nodiscard]] bool biased() const noexcept { return mu_.biased(); }
   /// Bytes in the bins (no lock: a moment's value, exact while the stream is not running).
   [[nodiscard]] std::size_t cached_bytes() const;
   /// The timeline retired: the cache is empty for good (no lock: a flag set once).
