@@ -11,6 +11,27 @@
 
 namespace sp = streampool;
 
+namespace {
+
+/// Frees every block on s; the bytes freed (block sizes).
+std::size_t free_all(sp::pool& p, const sp::stream& s, const std::vector<void*>& blocks) {
+  std::size_t freed = 0;
+  for (void* q : blocks) {
+    freed += p.block_size(q);
+    p.deallocate(s, q);
+  }
+  return freed;
+}
+
+/// What the streams' caches hold, together.
+std::size_t cached_in_streams(const sp::pool_statistics& st) {
+  std::size_t n = 0;
+  for (const sp::stream_statistics& c : st.streams) n += c.cached_bytes;
+  return n;
+}
+
+}  // namespace
+
 TEST(PoolBasic, SameStreamReuseIsImmediate) {
   sp::device d(sp::make_host_backend({.checking = true}));
   sp::pool p(d);
@@ -100,7 +121,6 @@ TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {
   sp::pool p(d, {.stream_cache_bytes = per_class});
   sp::stream s(d);
   std::vector<void*> blocks;
-  std::size_t freed = 0;
   for (std::size_t size = 4 << 10; size <= (256 << 10); size += size / 2) {
     void* first = p.allocate(s, size);
     blocks.push_back(first);
@@ -108,14 +128,10 @@ TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {
     const std::size_t n = (per_class * 9 / 10) / p.block_size(first);
     for (std::size_t i = 1; i < n; ++i) blocks.push_back(p.allocate(s, size));
   }
-  for (void* q : blocks) {
-    freed += p.block_size(q);
-    p.deallocate(s, q);
-  }
+  const std::size_t freed = free_all(p, s, blocks);
   ASSERT_GT(freed, 8 * per_class);  // without the total bound, the cache would hold it all
   const sp::pool_statistics st = p.statistics();
-  std::size_t cached_on_s = 0;
-  for (const sp::stream_statistics& c : st.streams) cached_on_s += c.cached_bytes;
+  const std::size_t cached_on_s = cached_in_streams(st);
   EXPECT_LE(cached_on_s, 4 * per_class);
   EXPECT_GT(cached_on_s, 0u);
   EXPECT_EQ(st.live_bytes, 0u);
@@ -130,17 +146,12 @@ TEST(PoolBasic, AStreamCacheOfSingleChunkBinsIsBoundedInTotalToo) {
   sp::pool p(d, {.small_max = std::size_t{4} << 20, .stream_cache_bytes = per_class});
   sp::stream s(d);
   std::vector<void*> blocks;
-  std::size_t freed = 0;
   for (std::size_t size = 256 << 10; size <= (std::size_t{4} << 20); size += size / 8)
     blocks.push_back(p.allocate(s, size));
-  for (void* q : blocks) {
-    freed += p.block_size(q);
-    p.deallocate(s, q);
-  }
+  const std::size_t freed = free_all(p, s, blocks);
   ASSERT_GT(freed, 4 * per_class);  // one chunk per class, and more than the total bound
   const sp::pool_statistics st = p.statistics();
-  std::size_t cached_on_s = 0;
-  for (const sp::stream_statistics& c : st.streams) cached_on_s += c.cached_bytes;
+  const std::size_t cached_on_s = cached_in_streams(st);
   EXPECT_LE(cached_on_s, 4 * per_class);
   EXPECT_GT(cached_on_s, 0u);
   EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
