@@ -13,21 +13,24 @@ namespace sp = streampool;
 
 namespace {
 
-/// Frees every block on s; the bytes freed (block sizes).
-std::size_t free_all(sp::pool& p, const sp::stream& s, const std::vector<void*>& blocks) {
+/// Frees `blocks` on s, more than `at_least` bytes, and checks the total bound: s's cache keeps
+/// at most 4 x per_class of them and some; the rest is in the shared lists, none lost.
+void expect_cache_within_total_bound(sp::pool& p, const sp::stream& s,
+                                     const std::vector<void*>& blocks, std::size_t per_class,
+                                     std::size_t at_least) {
   std::size_t freed = 0;
   for (void* q : blocks) {
     freed += p.block_size(q);
     p.deallocate(s, q);
   }
-  return freed;
-}
-
-/// What the streams' caches hold, together.
-std::size_t cached_in_streams(const sp::pool_statistics& st) {
-  std::size_t n = 0;
-  for (const sp::stream_statistics& c : st.streams) n += c.cached_bytes;
-  return n;
+  ASSERT_GT(freed, at_least);
+  const sp::pool_statistics st = p.statistics();
+  std::size_t cached_on_s = 0;
+  for (const sp::stream_statistics& c : st.streams) cached_on_s += c.cached_bytes;
+  EXPECT_LE(cached_on_s, 4 * per_class);
+  EXPECT_GT(cached_on_s, 0u);
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_GE(st.cached_bytes, freed);
 }
 
 }  // namespace
@@ -128,14 +131,8 @@ TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {
     const std::size_t n = (per_class * 9 / 10) / p.block_size(first);
     for (std::size_t i = 1; i < n; ++i) blocks.push_back(p.allocate(s, size));
   }
-  const std::size_t freed = free_all(p, s, blocks);
-  ASSERT_GT(freed, 8 * per_class);  // without the total bound, the cache would hold it all
-  const sp::pool_statistics st = p.statistics();
-  const std::size_t cached_on_s = cached_in_streams(st);
-  EXPECT_LE(cached_on_s, 4 * per_class);
-  EXPECT_GT(cached_on_s, 0u);
-  EXPECT_EQ(st.live_bytes, 0u);
-  EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
+  // More than 8 x per_class: without the total bound, the cache would hold it all.
+  expect_cache_within_total_bound(p, s, blocks, per_class, 8 * per_class);
 }
 
 // The same bound when every bin holds one chunk: a stream that frees one chunk of each of many
@@ -148,13 +145,8 @@ TEST(PoolBasic, AStreamCacheOfSingleChunkBinsIsBoundedInTotalToo) {
   std::vector<void*> blocks;
   for (std::size_t size = 256 << 10; size <= (std::size_t{4} << 20); size += size / 8)
     blocks.push_back(p.allocate(s, size));
-  const std::size_t freed = free_all(p, s, blocks);
-  ASSERT_GT(freed, 4 * per_class);  // one chunk per class, and more than the total bound
-  const sp::pool_statistics st = p.statistics();
-  const std::size_t cached_on_s = cached_in_streams(st);
-  EXPECT_LE(cached_on_s, 4 * per_class);
-  EXPECT_GT(cached_on_s, 0u);
-  EXPECT_GE(st.cached_bytes, freed);  // the rest is in the shared lists, none lost
+  // One chunk per class, and more than the total bound.
+  expect_cache_within_total_bound(p, s, blocks, per_class, 4 * per_class);
 }
 
 // Contention per lock: each kind's total is the sum over its locks, and a stream's cache says
