@@ -47,6 +47,7 @@
 #endif
 
 #include "spinlock.hpp"
+#include "streampool/error.hpp"
 
 namespace streampool::detail {
 
@@ -160,6 +161,8 @@ class biased_lock {
 
  private:
   bool enter_biased() noexcept {
+    // Not re-entrant (neither is a spinlock): a nested hold would release the outer one.
+    STREAMPOOL_ASSERT_INTERNAL(!busy_.load(std::memory_order_relaxed));
     busy_.store(true, std::memory_order_relaxed);
     std::atomic_signal_fence(
         std::memory_order_seq_cst);  // the light half: heavy_fence() is the other

@@ -265,10 +265,15 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   // A double free fails before anything else changes. A load and a store, not an exchange (a
   // locked instruction, a sixth of a 4 KiB pair): two frees of one pointer racing on two threads
   // are a data race of the caller's and may both pass; ordered ones (the second starts after the
-  // first returned) are always caught.
+  // first returned) are always caught. Builds with internal assertions (the debug and sanitizer
+  // presets) exchange, and catch the racing ones too.
+#if STREAMPOOL_DEBUG_LEVEL >= 2
+  const std::uint8_t old = sl.state(i).exchange(chunk_free, std::memory_order_acq_rel);
+#else
   const std::uint8_t old = sl.state(i).load(std::memory_order_acquire);
   if (old != chunk_free) [[likely]]
     sl.state(i).store(chunk_free, std::memory_order_release);
+#endif
   if (old != chunk_live || s == nullptr || options_.poison_on_free) [[unlikely]] {
     if (!deallocate_chunk_slow(sl, p, old, s, uses)) return;
   }

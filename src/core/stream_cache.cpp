@@ -35,13 +35,13 @@ void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
   {
     const visit_guard lock(mu_);
     if (detached_ || orphaned_.load(std::memory_order_relaxed)) return;
-    orphaned_.store(true, std::memory_order_release);
     for (std::size_t c = 0; c < bins_.size(); ++c) {
       all.insert(all.end(), bins_[c].begin(), bins_[c].end());
       bins_[c].clear();
       bin_bytes_[c] = 0;
     }
     total_bytes_ = 0;
+    orphaned_.store(true, std::memory_order_release);  // after the bins: "empty for good"
   }
   // The pool may be going away concurrently; the weak reference decides. If this ends up holding
   // the last reference, the pool is destroyed right here, which is fine: no lock is held.

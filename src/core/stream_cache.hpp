@@ -152,8 +152,11 @@ class alignas(64) stream_cache {
     const counted n = count_live_locked(-static_cast<std::int64_t>(bytes));
     if (bin_bytes_[cls] > limit) [[unlikely]]
       spill_oldest(cls, bins_[cls].size() / 2, spill);
-    if (total_bytes_ > total_factor * limit) [[unlikely]]
-      spill_to_total(total_factor * limit, spill);
+    // Saturated: a limit of SIZE_MAX (or anything over a quarter of it) means no total bound.
+    const std::size_t total_limit =
+        limit > SIZE_MAX / total_factor ? SIZE_MAX : total_factor * limit;
+    if (total_bytes_ > total_limit) [[unlikely]]
+      spill_to_total(total_limit, spill);
     return n;
   }
 
@@ -249,9 +252,9 @@ class alignas(64) stream_cache {
     const std::shared_ptr<timeline> line = line_.lock();
     for (std::size_t i = 0; i < older; ++i) spill(bin[i], line);
     bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(older));
-    total_bytes_ -= bin_bytes_[cls];
+    // One subtraction: cached_bytes() reads total_bytes_ without the lock.
+    total_bytes_ -= older * class_size(cls);
     bin_bytes_[cls] = bin.size() * class_size(cls);
-    total_bytes_ += bin_bytes_[cls];
   }
   /// push()'s total bound: the fullest bin spills its older half (its one entry, when it has
   /// one) until the bins hold at most three quarters of `bound`. The quarter below the bound
