@@ -121,18 +121,17 @@ class biased_lock {
 
   /// The calls of the lock's user: by another thread than the owner, drops the bias.
   void lock() noexcept {
-    if (owner_.load(std::memory_order_relaxed) == thread_tag() && enter_biased()) [[likely]]
+    if (enter_biased()) [[likely]]
       return;
     acquire(/*unbias=*/true);
   }
   /// A visit that keeps the bias (the pool's walks over its caches).
   void visit() noexcept {
-    if (owner_.load(std::memory_order_relaxed) == thread_tag() && enter_biased()) return;
-    acquire(/*unbias=*/false);
+    if (!enter_biased()) acquire(/*unbias=*/false);
   }
   /// visit(), or false when another thread holds the lock (never waits for it).
   [[gnu::noinline]] bool try_visit() noexcept {
-    if (owner_.load(std::memory_order_relaxed) == thread_tag() && enter_biased()) return true;
+    if (enter_biased()) return true;
     if (!slow_.try_lock()) return false;
     const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
     if (owner == 0 || owner == thread_tag() || revoke(/*wait=*/false)) return true;
@@ -160,12 +159,15 @@ class biased_lock {
   }
 
  private:
+  /// The owner's entry; false for any other thread, or when the owner finds revoked_ set.
   bool enter_biased() noexcept {
+    if (owner_.load(std::memory_order_relaxed) != thread_tag()) return false;
     // Not re-entrant (neither is a spinlock): a nested hold would release the outer one.
     STREAMPOOL_ASSERT_INTERNAL(!busy_.load(std::memory_order_relaxed));
     busy_.store(true, std::memory_order_relaxed);
-    std::atomic_signal_fence(
-        std::memory_order_seq_cst);  // the light half: heavy_fence() is the other
+    // The light half of the fence (heavy_fence() is the other): the compiler keeps the store
+    // before the load; the CPU is made to by the other side's membarrier.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (!revoked_.load(std::memory_order_acquire)) [[likely]]
       return true;
     busy_.store(false, std::memory_order_release);

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "block_arena.hpp"
+#include "locked_count.hpp"
 #include "spinlock.hpp"
 
 namespace streampool::detail {
@@ -46,12 +47,8 @@ struct alignas(64) large_shard {
   std::atomic<int> streams{0};
 
   // Statistics: written under mu (so by one thread at a time), read without.
-  std::atomic<std::uint64_t> allocations{0}, deallocations{0};
-  std::atomic<std::uint64_t> fresh_allocations{0}, ready_reuses{0}, waited_reuses{0};
-
-  static void bump(std::atomic<std::uint64_t>& n) noexcept {
-    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  locked_count<std::uint64_t> allocations, deallocations;
+  locked_count<std::uint64_t> fresh_allocations, ready_reuses, waited_reuses;
 };
 
 }  // namespace streampool::detail

@@ -170,8 +170,8 @@ void* pool_state::take_free_any(stream_ref s, stream_cache& cache, std::size_t s
 }
 
 void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexcept {
-  large_shard::bump(fresh ? sh.fresh_allocations : waits ? sh.waited_reuses : sh.ready_reuses);
-  large_shard::bump(sh.allocations);
+  ++(fresh ? sh.fresh_allocations : waits ? sh.waited_reuses : sh.ready_reuses);
+  ++sh.allocations;
 }
 
 void* pool_state::hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start,
@@ -204,7 +204,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     if (s != nullptr) merge_token(tokens, s->now());
     for (const token& t : uses) merge_token(tokens, t);
     sh.arena.release(b, std::move(tokens));
-    large_shard::bump(sh.deallocations);
+    ++sh.deallocations;
   }
   if (s != nullptr) {
     count_live(cache_of(s->get_timeline()), -static_cast<std::int64_t>(size));

@@ -98,11 +98,11 @@ pool_statistics pool_state::statistics() const {
   st.reclaim_calls = reclaim_calls_.load();
   st.memory_limit = limit_.load();
   for (const auto& sh : shards_) {
-    st.allocations += sh->allocations.load(std::memory_order_relaxed);
-    st.deallocations += sh->deallocations.load(std::memory_order_relaxed);
-    st.fresh_allocations += sh->fresh_allocations.load(std::memory_order_relaxed);
-    st.ready_reuses += sh->ready_reuses.load(std::memory_order_relaxed);
-    st.waited_reuses += sh->waited_reuses.load(std::memory_order_relaxed);
+    st.allocations += sh->allocations;
+    st.deallocations += sh->deallocations;
+    st.fresh_allocations += sh->fresh_allocations;
+    st.ready_reuses += sh->ready_reuses;
+    st.waited_reuses += sh->waited_reuses;
     st.contention.per_large_shard.push_back(sh->mu.contended());
     st.contention.large_shards += st.contention.per_large_shard.back();
   }

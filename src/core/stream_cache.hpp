@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "biased_lock.hpp"
+#include "locked_count.hpp"
 #include "size_classes.hpp"
 #include "streampool/error.hpp"
 #include "streampool/timeline.hpp"
@@ -53,30 +54,6 @@ namespace streampool::detail {
 class pool_state;
 struct slab;
 struct test_access;
-
-/// A count written under the cache's lock (one writer at a time) and read with or without it: +=
-/// and -= are a relaxed load and store, not a read-modify-write.
-class locked_count {
- public:
-  locked_count& operator+=(std::size_t n) noexcept {
-    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
-    return *this;
-  }
-  locked_count& operator-=(std::size_t n) noexcept {
-    v_.store(v_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
-    return *this;
-  }
-  locked_count& operator=(std::size_t n) noexcept {
-    v_.store(n, std::memory_order_relaxed);
-    return *this;
-  }
-  operator std::size_t() const noexcept {  // NOLINT(google-explicit-constructor): reads as a count
-    return v_.load(std::memory_order_relaxed);
-  }
-
- private:
-  std::atomic<std::size_t> v_{0};
-};
 
 // Cache-line aligned: each thread's stream cache is written on every alloc and free, and must not
 // share a line with another thread's.
@@ -129,7 +106,7 @@ class alignas(64) stream_cache {
     const std::size_t bytes = class_size(cls);
     bin_bytes_[cls] -= bytes;
     total_bytes_ -= bytes;
-    bump(allocations_);
+    ++allocations_;
     live = count_live_locked(static_cast<std::int64_t>(bytes));
     return true;
   }
@@ -145,7 +122,7 @@ class alignas(64) stream_cache {
                Spill&& spill) {
     STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
     const std::lock_guard lock(mu_);
-    bump(deallocations_);
+    ++deallocations_;
     bins_[cls].push_back(e);
     bin_bytes_[cls] += bytes;
     total_bytes_ += bytes;
@@ -203,12 +180,8 @@ class alignas(64) stream_cache {
 
   // ---- statistics: read without the lock, except where said ----
 
-  [[nodiscard]] std::uint64_t allocations() const noexcept {
-    return allocations_.load(std::memory_order_relaxed);
-  }
-  [[nodiscard]] std::uint64_t deallocations() const noexcept {
-    return deallocations_.load(std::memory_order_relaxed);
-  }
+  [[nodiscard]] std::uint64_t allocations() const noexcept { return allocations_; }
+  [[nodiscard]] std::uint64_t deallocations() const noexcept { return deallocations_; }
   /// Live bytes not yet added to the pool's counter.
   [[nodiscard]] std::int64_t pending_live() const noexcept {
     return live_delta_.load(std::memory_order_relaxed);
@@ -271,11 +244,6 @@ class alignas(64) stream_cache {
   /// The class whose bin holds the most bytes (under mu_).
   [[nodiscard]] std::size_t fullest_bin() const noexcept;
 
-  /// Statistics are written under mu_ (one writer at a time), read without it: a plain
-  /// load-and-store, no read-modify-write on the fast path.
-  static void bump(std::atomic<std::uint64_t>& n) noexcept {
-    n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
   counted count_live_locked(std::int64_t bytes) noexcept {
     const std::int64_t d = live_delta_.load(std::memory_order_relaxed) + bytes;
     const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
@@ -289,7 +257,8 @@ class alignas(64) stream_cache {
   mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
   std::array<std::size_t, max_classes> bin_bytes_{};
-  locked_count total_bytes_;  // read without mu_ by cached_bytes() (statistics, steal checks)
+  locked_count<std::size_t>
+      total_bytes_;  // read without mu_ by cached_bytes() (statistics, steal checks)
   std::atomic<bool> orphaned_{false};  // read without mu_ by orphaned(); set once, under it
   bool detached_ = false;
   const std::weak_ptr<timeline> line_;
@@ -298,8 +267,8 @@ class alignas(64) stream_cache {
   const std::uint64_t timeline_id_;
   const std::size_t shard_;
 
-  std::atomic<std::uint64_t> allocations_{0};
-  std::atomic<std::uint64_t> deallocations_{0};
+  locked_count<std::uint64_t> allocations_;  // statistics: written under mu_, read without it
+  locked_count<std::uint64_t> deallocations_;
   std::atomic<std::int64_t> live_delta_{0};
   std::atomic<std::uint64_t> activity_at_last_look_{UINT64_MAX};
 };

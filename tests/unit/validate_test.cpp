@@ -31,7 +31,7 @@ struct test_access {
     return access::cache_for(st.ref().get_timeline(), s, s.id());
   }
   static std::size_t& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
-  static locked_count& total_bytes(stream_cache& c) { return c.total_bytes_; }
+  static locked_count<std::size_t>& total_bytes(stream_cache& c) { return c.total_bytes_; }
   static std::vector<stream_cache::entry>& bin(stream_cache& c, std::size_t cls) {
     return c.bins_[cls];
   }
