@@ -138,17 +138,15 @@ class biased_lock {
     slow_.unlock();
     return false;
   }
-  void unlock() noexcept {
+  [[gnu::always_inline]] void unlock() noexcept {
     // Only the owner sets busy_, and only for a biased hold or for a moment in enter_biased(),
     // which this thread is not in: its own busy_ set means it holds the lock biased.
     if (busy_.load(std::memory_order_relaxed) &&
-        owner_.load(std::memory_order_relaxed) == thread_tag()) {
+        owner_.load(std::memory_order_relaxed) == thread_tag()) [[likely]] {
       busy_.store(false, std::memory_order_release);
       return;
     }
-    if (owner_.load(std::memory_order_relaxed) != 0)
-      revoked_.store(false, std::memory_order_release);
-    slow_.unlock();
+    release_slow();
   }
 
   /// Whether the lock is still biased (tests, statistics).
@@ -172,6 +170,11 @@ class biased_lock {
       return true;
     busy_.store(false, std::memory_order_release);
     return false;
+  }
+  [[gnu::noinline]] void release_slow() noexcept {
+    if (owner_.load(std::memory_order_relaxed) != 0)
+      revoked_.store(false, std::memory_order_release);
+    slow_.unlock();
   }
   [[gnu::noinline]] void acquire(bool unbias) noexcept {
     slow_.lock();

@@ -22,8 +22,8 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   for (std::size_t i = 1; i < shard_count; ++i)
     if (shards_[i]->streams.load() < shards_[best]->streams.load()) best = i;
   shards_[best]->streams.fetch_add(1);
-  auto c =
-      std::make_shared<stream_cache>(id_, weak_from_this(), line.weak_from_this(), line.id(), best);
+  auto c = std::make_shared<stream_cache>(id_, weak_from_this(), line.weak_from_this(), line.id(),
+                                          best, options_.stream_cache_bytes);
   caches_.push_back(c);
   return c;
 }

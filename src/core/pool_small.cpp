@@ -21,13 +21,12 @@ constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1
 
 }  // namespace
 
-void pool_state::check_request(stream_ref s, std::size_t bytes) const {
+void pool_state::bad_request(stream_ref s, std::size_t bytes) const {
   STREAMPOOL_EXPECTS(bytes <= max_request,
                      format("allocate: %zu bytes is beyond any device (at most %zu); a size "
                             "computation overflowed?",
                             bytes, max_request));
-  STREAMPOOL_EXPECTS(
-      s.get_device().id() == device_id_,
+  STREAMPOOL_FAIL(
       format("allocate: stream (timeline %llu) belongs to device %llu, but pool %llu "
              "allocates on device %llu",
              static_cast<unsigned long long>(s.get_timeline().id()),
@@ -80,15 +79,15 @@ void pool_state::add_live(std::int64_t delta) noexcept {
 // ---- allocation -------------------------------------------------------------------------------
 
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
-  check_request(s, bytes);
-  const std::size_t requested = bytes;
-  // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
-  // may free it like any other pointer.
-  if (bytes == 0) bytes = 1;
+  // Two compares inline; the messages are built out of line.
+  if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
+    bad_request(s, bytes);
   void* p = nullptr;
   if (bytes > options_.small_max) {
     p = allocate_large(s, bytes);
   } else {
+    // Size 0 gets a unique smallest block, like malloc(0) (class 0): a caller (a framework's
+    // empty tensor) may free it like any other pointer.
     const std::size_t cls = class_of(bytes);
     stream_cache::entry e{};
     stream_cache::counted n{};
@@ -104,7 +103,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   }
   // The allocation log (trace_recorder.hpp), once the block is out: off, one relaxed load.
   if (recorder_.on()) [[unlikely]] {
-    recorder_.allocated(p, requested, s.get_timeline());
+    recorder_.allocated(p, bytes, s.get_timeline());
   }
   return p;
 }
@@ -289,8 +288,8 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   const auto spill = [this](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
     push_shared(e, l);
   };
-  const stream_cache::counted n = cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()},
-                                                      options_.stream_cache_bytes, spill);
+  const stream_cache::counted n =
+      cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spill);
   publish_live(n, /*allocation=*/false);
 }
 

@@ -170,7 +170,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   static constexpr std::size_t mid_segment = std::size_t{64} << 20;  // rule 3
 
   // ---- small blocks (pool_small.cpp) ----
-  void check_request(stream_ref s, std::size_t bytes) const;
+  /// allocate()'s argument checks failed: throws logic_error naming the values.
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_request(stream_ref s, std::size_t bytes) const;
   /// s's stream cache for this pool, made on first use: one atomic load when it exists.
   stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.

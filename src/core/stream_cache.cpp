@@ -9,12 +9,14 @@ namespace streampool::detail {
 
 stream_cache::stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool,
                            std::weak_ptr<timeline> line, std::uint64_t timeline_id,
-                           std::size_t shard)
+                           std::size_t shard, std::size_t bin_limit)
     : line_(std::move(line)),
       pool_(std::move(pool)),
       pool_id_(pool_id),
       timeline_id_(timeline_id),
-      shard_(shard) {}
+      shard_(shard),
+      bin_limit_(bin_limit),
+      total_limit_(bin_limit > SIZE_MAX / total_factor ? SIZE_MAX : total_factor * bin_limit) {}
 
 bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line) {
   // An empty cache is skipped before the visit: a visit to a biased cache is a heavy fence.

@@ -84,8 +84,9 @@ class alignas(64) stream_cache {
   /// default, however many classes each frees.
   static constexpr std::size_t total_factor = 4;
 
+  /// `bin_limit`: the pool's stream_cache_bytes, the most one bin holds after a push.
   stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool, std::weak_ptr<timeline> line,
-               std::uint64_t timeline_id, std::size_t shard);
+               std::uint64_t timeline_id, std::size_t shard, std::size_t bin_limit);
 
   [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
@@ -112,14 +113,13 @@ class alignas(64) stream_cache {
   }
 
   /// Keeps a chunk of class `cls` (`bytes` == class_size(cls), which the caller has at hand)
-  /// freed on this stream, counted as a free. When the bin then holds more than `limit` bytes,
+  /// freed on this stream, counted as a free. When the bin then holds more than the bin limit,
   /// its older half goes to `spill(entry, line)` (this stream's timeline, null once it is gone),
   /// still under mu_; the most recently freed half stays (warm, and the likeliest to be reused
-  /// here). When the bins together then hold more than total_factor x `limit`, the fullest bin
-  /// spills its older half the same way.
+  /// here). When the bins together then hold more than total_factor x the bin limit, the fullest
+  /// bin spills its older half the same way.
   template <class Spill>
-  counted push(std::size_t cls, std::size_t bytes, const entry& e, std::size_t limit,
-               Spill&& spill) {
+  counted push(std::size_t cls, std::size_t bytes, const entry& e, Spill&& spill) {
     STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
     const std::lock_guard lock(mu_);
     ++deallocations_;
@@ -127,13 +127,10 @@ class alignas(64) stream_cache {
     bin_bytes_[cls] += bytes;
     total_bytes_ += bytes;
     const counted n = count_live_locked(-static_cast<std::int64_t>(bytes));
-    if (bin_bytes_[cls] > limit) [[unlikely]]
+    if (bin_bytes_[cls] > bin_limit_) [[unlikely]]
       spill_oldest(cls, bins_[cls].size() / 2, spill);
-    // Saturated: a limit of SIZE_MAX (or anything over a quarter of it) means no total bound.
-    const std::size_t total_limit =
-        limit > SIZE_MAX / total_factor ? SIZE_MAX : total_factor * limit;
-    if (total_bytes_ > total_limit) [[unlikely]]
-      spill_to_total(total_limit, spill);
+    if (total_bytes_ > total_limit_) [[unlikely]]
+      spill_to_total(total_limit_, spill);
     return n;
   }
 
@@ -266,6 +263,10 @@ class alignas(64) stream_cache {
   const std::uint64_t pool_id_;
   const std::uint64_t timeline_id_;
   const std::size_t shard_;
+  const std::size_t bin_limit_;
+  // total_factor x bin_limit_, saturated: a bin limit over a quarter of SIZE_MAX means no total
+  // bound, not a wrapped one.
+  const std::size_t total_limit_;
 
   locked_count<std::uint64_t> allocations_;  // statistics: written under mu_, read without it
   locked_count<std::uint64_t> deallocations_;
