@@ -57,7 +57,10 @@ do_tidy() {
   fi
   mapfile -t files < <(git ls-files -- 'src/*.cpp')
   ((${#files[@]})) || { echo "tidy: no files"; return 0; }
-  printf '%s\n' "${files[@]}" | xargs -P "${SP_JOBS}" -n 1 "${tidy}" -p "${build_dir}" --quiet
+  # The release library is built with link-time optimisation; clang does not know GCC's
+  # -fno-fat-lto-objects, which changes nothing that clang-tidy reads.
+  printf '%s\n' "${files[@]}" | xargs -P "${SP_JOBS}" -n 1 "${tidy}" -p "${build_dir}" --quiet \
+    --extra-arg=-Wno-ignored-optimization-argument
   echo "tidy: ${#files[@]} files clean"
 }
 
