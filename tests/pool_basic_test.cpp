@@ -225,3 +225,39 @@ TEST(PoolBasic, AnIdleStreamsCacheGoesToTheStreamsThatGrow) {
   for (void* h : held) p.deallocate(busy, h);
   EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
 }
+
+// A shared pool's stream that takes from another stream's cache takes the older half of the bin
+// in one visit (a visit to a cache biased to another thread is a heavy fence): the chunk it needs,
+// and the rest to the shared list, where its next misses find them. The other stream keeps the
+// newer half.
+TEST(PoolBasic, AStealTakesTheOlderHalfOfTheBinInOneVisit) {
+  // With 64 KiB upstream granularity, a slab of this class is its own 2 MiB allocation: 8 chunks.
+  sp::device d(sp::make_host_backend({.checking = true, .granularity = 64u << 10}));
+  sp::pool p(d, {.share_between_streams = true});
+  sp::stream a(d), b(d);
+  constexpr std::size_t chunk = 256 << 10;
+  std::vector<void*> freed;
+  for (int i = 0; i < 8; ++i) freed.push_back(p.allocate(b, chunk));  // the slab, all carved
+  for (void* q : freed) p.deallocate(b, q);
+  const auto cached_on = [&](const sp::stream& s) {
+    for (const sp::stream_statistics& c : p.statistics().streams)
+      if (c.timeline_id == s.ref().get_timeline().id()) return c.cached_bytes;
+    return std::size_t{0};
+  };
+  ASSERT_EQ(cached_on(b), 8 * chunk);
+  const std::size_t reserved = p.statistics().reserved_bytes;
+  std::vector<void*> on_a;
+  const auto take = [&](std::size_t n, std::size_t left_on_b) {
+    for (std::size_t i = 0; i < n; ++i) {
+      on_a.push_back(p.allocate(a, chunk));
+      EXPECT_NE(std::find(freed.begin(), freed.end(), on_a.back()), freed.end());
+    }
+    EXPECT_EQ(cached_on(b), left_on_b * chunk) << "after " << on_a.size() << " on a";
+  };
+  take(1, 4);  // one steal: 1 to a, 3 to the shared list, 4 stay
+  take(3, 4);  // the shared list: no visit
+  take(1, 2);  // the next steal: half of the 4
+  EXPECT_EQ(p.statistics().reserved_bytes, reserved);
+  for (void* q : on_a) p.deallocate(a, q);
+  EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
+}

@@ -18,20 +18,6 @@ stream_cache::stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool
       bin_limit_(bin_limit),
       total_limit_(bin_limit > SIZE_MAX / total_factor ? SIZE_MAX : total_factor * bin_limit) {}
 
-bool stream_cache::try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line) {
-  // An empty cache is skipped before the visit: a visit to a biased cache is a heavy fence.
-  if (total_bytes_ == 0 || !mu_.try_visit()) return false;
-  const std::lock_guard lock(mu_, std::adopt_lock);
-  if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
-  auto& bin = bins_[cls];
-  out = bin.front();
-  bin.erase(bin.begin());
-  bin_bytes_[cls] -= class_size(cls);
-  total_bytes_ -= class_size(cls);
-  line = line_.lock();
-  return true;
-}
-
 void stream_cache::orphan(const std::shared_ptr<timeline>& line) {
   std::vector<entry> all;
   {
@@ -91,8 +77,8 @@ std::string stream_cache::find_broken_locked() const {
       return format(
           "stream cache (timeline %llu): bin bytes: class %zu holds %zu bytes by its count, "
           "%zu entries x %zu bytes = %zu by its entries",
-          static_cast<unsigned long long>(timeline_id_), c, bin_bytes_[c], bins_[c].size(),
-          class_size(c), bins_[c].size() * class_size(c));
+          static_cast<unsigned long long>(timeline_id_), c, static_cast<std::size_t>(bin_bytes_[c]),
+          bins_[c].size(), class_size(c), bins_[c].size() * class_size(c));
     }
     const bool orphaned = orphaned_.load(std::memory_order_relaxed);
     if ((orphaned || detached_) && !bins_[c].empty()) {

@@ -143,10 +143,26 @@ class alignas(64) stream_cache {
   // ---- the slow paths ----
 
   /// For another stream: the oldest chunk of class `cls` (the likeliest to be complete) and this
-  /// stream's timeline (null once it is gone), for its token. Only when the lock is free (a busy
-  /// cache belongs to a running thread: skipped, never waited for) and the cache is neither
-  /// orphaned nor detached.
-  bool try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line);
+  /// stream's timeline (null once it is gone), for its token. In the same visit the rest of the
+  /// bin's older half goes to `spill(entry, line)` (the shared lists), so that a stream that keeps
+  /// taking from this cache visits it (a heavy fence, while the cache is biased) once per half
+  /// bin, not once per chunk. Only when the bin holds something (checked before the visit), the
+  /// lock is free (a busy cache belongs to a running thread: skipped, never waited for) and the
+  /// cache is neither orphaned nor detached.
+  template <class Spill>
+  bool try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line, Spill&& spill) {
+    if (bin_bytes_[cls] == 0 || !mu_.try_visit()) return false;
+    const std::lock_guard lock(mu_, std::adopt_lock);
+    if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
+    auto& bin = bins_[cls];
+    out = bin.front();
+    bin.erase(bin.begin());
+    bin_bytes_[cls] -= class_size(cls);
+    total_bytes_ -= class_size(cls);
+    line = line_.lock();
+    spill_oldest(cls, bin.size() / 2, spill);  // this stream keeps the newer half
+    return true;
+  }
 
   /// Hands every entry to `take(cls, entry, line)` (line: this stream's timeline, null once it is
   /// gone) and empties the bins, under mu_. Nothing on a detached cache.
@@ -253,7 +269,8 @@ class alignas(64) stream_cache {
   // with no atomic read-modify-write; every other member takes it as a visit (biased_lock.hpp).
   mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
-  std::array<std::size_t, max_classes> bin_bytes_{};
+  // Read without mu_ by try_steal (a class this cache holds nothing of is not visited).
+  std::array<locked_count<std::size_t>, max_classes> bin_bytes_;
   locked_count<std::size_t>
       total_bytes_;  // read without mu_ by cached_bytes() (statistics, steal checks)
   std::atomic<bool> orphaned_{false};  // read without mu_ by orphaned(); set once, under it

@@ -30,7 +30,7 @@ struct test_access {
   static stream_cache& cache(pool_state& s, const sp::stream& st) {
     return access::cache_for(st.ref().get_timeline(), s, s.id());
   }
-  static std::size_t& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
+  static auto& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
   static locked_count<std::size_t>& total_bytes(stream_cache& c) { return c.total_bytes_; }
   static std::vector<stream_cache::entry>& bin(stream_cache& c, std::size_t cls) {
     return c.bins_[cls];
@@ -274,7 +274,7 @@ class ValidateCatches : public ::testing::Test {  // NOLINT(readability-identifi
 
 TEST_F(ValidateCatches, ABinWhoseBytesDoNotMatchItsEntries) {
   auto& bytes = test_access::bin_bytes(test_access::cache(state_, s_), sp::detail::class_of(1000));
-  ASSERT_EQ(bytes, sp::detail::class_size(sp::detail::class_of(1000)));
+  ASSERT_EQ(static_cast<std::size_t>(bytes), sp::detail::class_size(sp::detail::class_of(1000)));
   bytes += 256;
   expect_broken("bin bytes");
   bytes -= 256;
