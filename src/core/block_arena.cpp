@@ -28,15 +28,17 @@ std::size_t timelines_of(const arena_block& a, const arena_block& b) {
 
 }  // namespace
 
-bool merge_token(token_set& set, const token& t) {
-  if (!t.line || t.line->completed() >= t.at) return false;
+bool merge_token(token_set& set, const token& t) { return merge_point(set, t.line, t.at); }
+
+bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline::point at) {
+  if (!line || line->completed() >= at) return false;
   for (token& x : set) {
-    if (x.line == t.line) {
-      x.at = std::max(x.at, t.at);
+    if (x.line == line) {
+      x.at = std::max(x.at, at);
       return true;
     }
   }
-  set.push_back(t);
+  set.push_back(token{line, at});
   return true;
 }
 
@@ -160,7 +162,7 @@ void block_arena::unindex(arena_block* b) {
   }
 }
 
-arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
+arena_block* block_arena::split(arena_block* b, std::uintptr_t at, bool move_tokens) {
   arena_block* right = new_block();
   right->start = at;
   right->size = b->end() - at;
@@ -169,7 +171,12 @@ arena_block* block_arena::split(arena_block* b, std::uintptr_t at) {
   right->next = b->next;
   right->state = b->state;
   right->absorbed_complete = b->absorbed_complete;  // both halves keep the exemption
-  right->tokens = b->tokens;
+  if (move_tokens) {
+    right->tokens = std::move(b->tokens);
+    b->tokens.clear();  // moved from: valid, and now certainly empty
+  } else {
+    right->tokens = b->tokens;
+  }
   if (b->next != nullptr) b->next->prev = right;
   b->next = right;
   b->size = at - b->start;
@@ -233,7 +240,7 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n,
     index(b);
     b = right;
   }
-  if (b->size > n) index(split(b, at + n));
+  if (b->size > n) index(split(b, at + n, /*move_tokens=*/true));
   b->state = block_state::live;
   b->tokens.clear();
   b->absorbed_complete = false;
@@ -267,7 +274,7 @@ arena_block* block_arena::change_state(arena_block* b, std::uintptr_t from, std:
     index(b);  // keeps the old state: its neighbour (right) is about to change, so no merge
     b = right;
   }
-  if (b->end() > to) index(split(b, to));
+  if (b->end() > to) index(split(b, to, /*move_tokens=*/true));
   b->state = state;
   b->tokens.clear();
   return merge_and_index(b);

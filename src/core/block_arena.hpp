@@ -223,7 +223,10 @@ class block_arena {
   void index(arena_block* b);    // into the free set of its state
   void unindex(arena_block* b);  // out of it
   /// Cuts b at `at` (inside it); the new right part has b's state and tokens. Neither is indexed.
-  arena_block* split(arena_block* b, std::uintptr_t at);
+  /// `move_tokens`: b is about to drop its tokens (it is handed out, or changes state), so they
+  /// move to the right part instead of being copied: a copy is a reference count's locked
+  /// increment per token, and its drop a decrement, on every large allocation.
+  arena_block* split(arena_block* b, std::uintptr_t at, bool move_tokens = false);
   /// Merges the unindexed free block b with neighbours in its state, indexes the result.
   arena_block* merge_and_index(arena_block* b);
   /// True when the adjacent free blocks a and b (same state) may be merged now.
