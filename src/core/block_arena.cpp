@@ -172,8 +172,10 @@ arena_block* block_arena::split(arena_block* b, std::uintptr_t at, bool move_tok
   right->state = b->state;
   right->absorbed_complete = b->absorbed_complete;  // both halves keep the exemption
   if (move_tokens) {
-    right->tokens = std::move(b->tokens);
-    b->tokens.clear();  // moved from: valid, and now certainly empty
+    // A swap, not a move: b gets right's empty vector and keeps its capacity, so that the tokens
+    // of its next free need no malloc.
+    right->tokens.swap(b->tokens);
+    b->tokens.clear();
   } else {
     right->tokens = b->tokens;
   }
