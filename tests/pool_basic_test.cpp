@@ -261,3 +261,19 @@ TEST(PoolBasic, AStealTakesTheOlderHalfOfTheBinInOneVisit) {
   for (void* q : on_a) p.deallocate(a, q);
   EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
 }
+
+// Size 0 is taken as 1 byte: with small_max 0 every request is a large block, size 0 too (a
+// unique block, freed like any other), and no slab is made for it.
+TEST(PoolBasic, SizeZeroIsALargeBlockWhenEveryRequestIs) {
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d, {.small_max = 0});
+  sp::stream s(d);
+  void* zero = p.allocate(s, 0);
+  void* one = p.allocate(s, 1);
+  EXPECT_NE(zero, one);
+  for (const sp::snapshot_range& r : p.snapshot().ranges)
+    EXPECT_NE(r.kind, sp::range_kind::slab) << "a slab at " << r.base;
+  p.deallocate(s, zero);
+  p.deallocate(s, one);
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+}

@@ -57,14 +57,11 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
   // also moves the rest of the bin's older half to the shared list, where s's next misses find
   // it without visiting again (stream_cache::try_steal).
   const timeline* me = &s.get_timeline();
-  const auto spill = [this](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
-    push_shared(e, l);
-  };
   for (auto& c : caches()) {
     if (c->timeline_id() == me->id()) continue;
     stream_cache::entry e{};
     std::shared_ptr<timeline> line;
-    if (!c->try_steal(cls, e, line, spill)) continue;
+    if (!c->try_steal(cls, e, line, spiller())) continue;
     token_set tokens;
     if (line) merge_token(tokens, token{line, e.at});
     const bool waited = order_after(s, tokens);

@@ -8,6 +8,7 @@
 // poisoning, double frees). The live accounting both paths end in is here too, so that the fast
 // path inlines it.
 #include <algorithm>
+#include <iterator>
 
 #include "pool_state.hpp"
 #include "streampool/error.hpp"
@@ -82,13 +83,15 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   // Two compares inline; the messages are built out of line.
   if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
     bad_request(s, bytes);
+  // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
+  // may free it like any other pointer. Taken as 1 byte, so that a pool with small_max 0 makes
+  // it a large block like every other request.
+  const std::size_t n = bytes + static_cast<std::size_t>(bytes == 0);
   void* p = nullptr;
-  if (bytes > options_.small_max) {
-    p = allocate_large(s, bytes);
+  if (n > options_.small_max) {
+    p = allocate_large(s, n);
   } else {
-    // Size 0 gets a unique smallest block, like malloc(0) (class 0): a caller (a framework's
-    // empty tensor) may free it like any other pointer.
-    const std::size_t cls = class_of(bytes);
+    const std::size_t cls = class_of(n);
     stream_cache::entry e{};
     stream_cache::counted n{};
     if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
@@ -285,11 +288,8 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   const std::size_t cls = sl.size_class;
   // What a bin spills goes where other streams can use it, with its token: to its own class's
   // list (the spilling bin may be another class's, the fullest).
-  const auto spill = [this](const stream_cache::entry& e, const std::shared_ptr<timeline>& l) {
-    push_shared(e, l);
-  };
   const stream_cache::counted n =
-      cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spill);
+      cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spiller());
   publish_live(n, /*allocation=*/false);
 }
 
@@ -335,6 +335,29 @@ void pool_state::push_shared(std::size_t cls, free_chunk c) {
   STREAMPOOL_ASSERT_INTERNAL(c.owner->size_class == cls);
   std::lock_guard lock(shared_[cls].mu);
   shared_[cls].chunks.push_back(std::move(c));
+}
+
+void pool_state::spill_to_shared(std::span<const stream_cache::entry> entries,
+                                 const std::shared_ptr<timeline>& line) {
+  if (entries.empty()) return;
+  std::vector<free_chunk> chunks;
+  chunks.reserve(entries.size());
+  for (const stream_cache::entry& e : entries) {
+    token_set tokens;
+    if (line) merge_point(tokens, line, e.at);
+    chunks.push_back(free_chunk{e.p, e.owner, std::move(tokens)});
+  }
+  const std::size_t cls = entries.front().owner->size_class;
+  class_list& l = shared_[cls];
+  std::lock_guard lock(l.mu);
+  auto& v = l.chunks;
+  STREAMPOOL_ASSERT_INTERNAL(std::all_of(
+      entries.begin(), entries.end(), [&](const auto& e) { return e.owner->size_class == cls; }));
+  // Grown geometrically (an exact reserve would reallocate at every spill); then the moves
+  // cannot throw.
+  if (v.capacity() < v.size() + chunks.size())
+    v.reserve(std::max(v.size() + chunks.size(), 2 * v.capacity()));
+  v.insert(v.end(), std::make_move_iterator(chunks.begin()), std::make_move_iterator(chunks.end()));
 }
 
 void pool_state::push_shared(const stream_cache::entry& e, const std::shared_ptr<timeline>& line) {

@@ -74,6 +74,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -193,12 +194,22 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// A stream cache's entry to its class's shared list, with a token on the stream it was freed
   /// on (`line`; none once that stream is gone): a spill, a drain, an orphan.
   void push_shared(const stream_cache::entry& e, const std::shared_ptr<timeline>& line);
+  /// A stream cache's spill (push, try_steal): entries of one class to their shared list, with a
+  /// token on `line`, under one hold of its lock; all or none (built before the list changes).
+  void spill_to_shared(std::span<const stream_cache::entry> entries,
+                       const std::shared_ptr<timeline>& line);
+  /// spill_to_shared as the callable that stream_cache's push and try_steal take.
+  [[nodiscard]] auto spiller() noexcept {
+    return [this](std::span<const stream_cache::entry> entries,
+                  const std::shared_ptr<timeline>& line) { spill_to_shared(entries, line); };
+  }
   /// Counts a chunk handed out by a slow path: never handed out before (fresh), or a reuse that
   /// made the stream wait or not.
   void count_chunk_out(std::size_t bytes, bool fresh, bool waited) noexcept;
 
   // ---- stream caches (pool_caches.cpp) ----
-  /// A chunk of class `cls` from another stream's cache, behind a device-side wait.
+  /// A chunk of class `cls` from another stream's cache, behind a device-side wait; the rest of
+  /// that bin's older half goes to the shared list in the same visit (stream_cache::try_steal).
   void* try_steal(stream_ref s, std::size_t cls);
   /// Per stream, before a new slab: once the pool has made idle_check_bytes of slabs since the
   /// last look, every other stream cache that neither allocated nor freed since then is drained

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "streampool/error.hpp"
+
 namespace streampool::detail {
 
 inline constexpr std::size_t min_block = 256;  // size and alignment of the smallest block
@@ -58,7 +60,10 @@ inline constexpr auto class_sizes = [] {
 
 /// The size of class c (< max_classes): a table, as for class_of (every cached allocation and
 /// free counts its class's bytes).
-[[nodiscard]] constexpr std::size_t class_size(std::size_t c) noexcept { return class_sizes[c]; }
+[[nodiscard]] constexpr std::size_t class_size(std::size_t c) noexcept {
+  STREAMPOOL_ASSERT_INTERNAL(c < max_classes);
+  return class_sizes[c];
+}
 
 static_assert(class_of(256) == 0 && class_of(257) == 1 && class_of(1024) == 3);
 static_assert(class_size(class_of(1025)) == 1280 && class_size(class_of(2048)) == 2048);

@@ -1,5 +1,5 @@
-// streampool: the stream cache's slow paths: stealing, orphaning, detaching, statistics and its
-// own invariants (stream_cache.hpp; the fast path is inline there).
+// streampool: the stream cache's slow paths: orphaning, detaching, statistics and its own
+// invariants (stream_cache.hpp; the fast path, spills and steals are inline there).
 #include "stream_cache.hpp"
 
 #include "pool_state.hpp"

@@ -10,7 +10,7 @@
 //            than total_factor times that (a stream that frees many classes does not hoard
 //            memory class by class).
 //   steal    another stream takes a bin's oldest entry (behind a device-side wait) rather than
-//            grow the pool.
+//            grow the pool, and in the same visit spills the rest of the bin's older half.
 //   drain    every entry leaves for the shared lists (trim, out-of-memory, the pool's end, and,
 //            per stream, a stream idle while the pool grew: pool_state::drain_idle_caches).
 //
@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,10 +115,11 @@ class alignas(64) stream_cache {
 
   /// Keeps a chunk of class `cls` (`bytes` == class_size(cls), which the caller has at hand)
   /// freed on this stream, counted as a free. When the bin then holds more than the bin limit,
-  /// its older half goes to `spill(entry, line)` (this stream's timeline, null once it is gone),
-  /// still under mu_; the most recently freed half stays (warm, and the likeliest to be reused
-  /// here). When the bins together then hold more than total_factor x the bin limit, the fullest
-  /// bin spills its older half the same way.
+  /// its older half goes to `spill(entries, line)` (entries of one class; line: this stream's
+  /// timeline, null once it is gone), still under mu_; the most recently freed half stays (warm,
+  /// and the likeliest to be reused here). When the bins together then hold more than
+  /// total_factor x the bin limit, the fullest bin spills its older half the same way. A spill
+  /// lists all its entries or none (it may throw bad_alloc): entries leave the bin only after.
   template <class Spill>
   counted push(std::size_t cls, std::size_t bytes, const entry& e, Spill&& spill) {
     STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
@@ -144,10 +146,10 @@ class alignas(64) stream_cache {
 
   /// For another stream: the oldest chunk of class `cls` (the likeliest to be complete) and this
   /// stream's timeline (null once it is gone), for its token. In the same visit the rest of the
-  /// bin's older half goes to `spill(entry, line)` (the shared lists), so that a stream that keeps
-  /// taking from this cache visits it (a heavy fence, while the cache is biased) once per half
-  /// bin, not once per chunk. Only when the bin holds something (checked before the visit), the
-  /// lock is free (a busy cache belongs to a running thread: skipped, never waited for) and the
+  /// bin's older half goes to `spill(entries, line)` (the shared lists), so that a stream that
+  /// keeps taking from this cache visits it (a heavy fence, while the cache is biased) once per
+  /// half bin, not once per chunk. Only when the bin holds something (checked before the visit),
+  /// the lock is free (a busy cache belongs to a running thread: skipped, never waited for) and the
   /// cache is neither orphaned nor detached.
   template <class Spill>
   bool try_steal(std::size_t cls, entry& out, std::shared_ptr<timeline>& line, Spill&& spill) {
@@ -155,12 +157,14 @@ class alignas(64) stream_cache {
     const std::lock_guard lock(mu_, std::adopt_lock);
     if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
     auto& bin = bins_[cls];
+    line = line_.lock();
+    // The rest of the older half first (all or nothing), then the oldest: this stream keeps the
+    // newer half.
+    give(cls, 1, (bin.size() - 1) / 2, line, spill);
     out = bin.front();
     bin.erase(bin.begin());
     bin_bytes_[cls] -= class_size(cls);
     total_bytes_ -= class_size(cls);
-    line = line_.lock();
-    spill_oldest(cls, bin.size() / 2, spill);  // this stream keeps the newer half
     return true;
   }
 
@@ -234,12 +238,21 @@ class alignas(64) stream_cache {
   /// push()'s spill, out of line: it runs once in many frees. The `older` oldest entries go.
   template <class Spill>
   [[gnu::noinline]] void spill_oldest(std::size_t cls, std::size_t older, Spill& spill) {
+    if (older != 0) give(cls, 0, older, line_.lock(), spill);
+  }
+  /// Entries [first, first + count) of class `cls` to spill(entries, line) in one call, then out
+  /// of the bin. The spill lists all or none, so an exception leaves them here, none listed
+  /// twice.
+  template <class Spill>
+  void give(std::size_t cls, std::size_t first, std::size_t count,
+            const std::shared_ptr<timeline>& line, Spill& spill) {
+    if (count == 0) return;
     auto& bin = bins_[cls];
-    const std::shared_ptr<timeline> line = line_.lock();
-    for (std::size_t i = 0; i < older; ++i) spill(bin[i], line);
-    bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(older));
+    const auto from = bin.begin() + static_cast<std::ptrdiff_t>(first);
+    spill(std::span<const entry>(&*from, count), line);
+    bin.erase(from, from + static_cast<std::ptrdiff_t>(count));
     // One subtraction: cached_bytes() reads total_bytes_ without the lock.
-    total_bytes_ -= older * class_size(cls);
+    total_bytes_ -= count * class_size(cls);
     bin_bytes_[cls] = bin.size() * class_size(cls);
   }
   /// push()'s total bound: the fullest bin spills its older half (its one entry, when it has
@@ -272,7 +285,7 @@ class alignas(64) stream_cache {
   // Read without mu_ by try_steal (a class this cache holds nothing of is not visited).
   std::array<locked_count<std::size_t>, max_classes> bin_bytes_;
   locked_count<std::size_t>
-      total_bytes_;  // read without mu_ by cached_bytes() (statistics, steal checks)
+      total_bytes_;  // read without mu_ by cached_bytes() (statistics, idle drains)
   std::atomic<bool> orphaned_{false};  // read without mu_ by orphaned(); set once, under it
   bool detached_ = false;
   const std::weak_ptr<timeline> line_;
