@@ -63,7 +63,7 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
     std::shared_ptr<timeline> line;
     if (!c->try_steal(cls, e, line, spiller())) continue;
     token_set tokens;
-    if (line) merge_token(tokens, token{line, e.at});
+    merge_point(tokens, line, e.at);  // none when the victim's stream is gone
     const bool waited = order_after(s, tokens);
     count_chunk_out(class_size(cls), /*fresh=*/false, waited);
     e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);

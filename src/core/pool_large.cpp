@@ -201,11 +201,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
       s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
     }
-    if (s != nullptr) {
-      // The free point, without a token made for it (a locked increment and decrement).
-      const std::shared_ptr<timeline>& line = access::state(*s)->line;
-      merge_point(tokens, line, line->current());
-    }
+    if (s != nullptr) merge_free_point(tokens, *s);
     for (const token& t : uses) merge_token(tokens, t);
     sh.arena.release(b, std::move(tokens));
     ++sh.deallocations;

@@ -86,12 +86,12 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
   // may free it like any other pointer. Taken as 1 byte, so that a pool with small_max 0 makes
   // it a large block like every other request.
-  const std::size_t n = bytes + static_cast<std::size_t>(bytes == 0);
+  const std::size_t size = bytes + static_cast<std::size_t>(bytes == 0);
   void* p = nullptr;
-  if (n > options_.small_max) {
-    p = allocate_large(s, n);
+  if (size > options_.small_max) {
+    p = allocate_large(s, size);
   } else {
-    const std::size_t cls = class_of(n);
+    const std::size_t cls = class_of(size);
     stream_cache::entry e{};
     stream_cache::counted n{};
     if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
@@ -313,7 +313,7 @@ bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stre
   }
   if (s != nullptr && old == chunk_live) return true;  // poisoned: on to s's cache
   // No live stream, or uses recorded on other streams: the shared list, with every token.
-  if (s != nullptr) merge_token(tokens, s->now());
+  if (s != nullptr) merge_free_point(tokens, *s);
   for (const token& t : uses) merge_token(tokens, t);
   deallocations_.fetch_add(1, std::memory_order_relaxed);
   count_deallocation(sl.chunk_size);
@@ -342,11 +342,7 @@ void pool_state::spill_to_shared(std::span<const stream_cache::entry> entries,
   if (entries.empty()) return;
   std::vector<free_chunk> chunks;
   chunks.reserve(entries.size());
-  for (const stream_cache::entry& e : entries) {
-    token_set tokens;
-    if (line) merge_point(tokens, line, e.at);
-    chunks.push_back(free_chunk{e.p, e.owner, std::move(tokens)});
-  }
+  for (const stream_cache::entry& e : entries) chunks.push_back(shared_chunk(e, line));
   const std::size_t cls = entries.front().owner->size_class;
   class_list& l = shared_[cls];
   std::lock_guard lock(l.mu);
@@ -361,9 +357,19 @@ void pool_state::spill_to_shared(std::span<const stream_cache::entry> entries,
 }
 
 void pool_state::push_shared(const stream_cache::entry& e, const std::shared_ptr<timeline>& line) {
+  push_shared(e.owner->size_class, shared_chunk(e, line));
+}
+
+pool_state::free_chunk pool_state::shared_chunk(const stream_cache::entry& e,
+                                                const std::shared_ptr<timeline>& line) {
   token_set tokens;
-  if (line) merge_token(tokens, token{line, e.at});
-  push_shared(e.owner->size_class, free_chunk{e.p, e.owner, std::move(tokens)});
+  merge_point(tokens, line, e.at);  // none when line is null (the stream is gone)
+  return free_chunk{e.p, e.owner, std::move(tokens)};
+}
+
+void pool_state::merge_free_point(token_set& tokens, stream_ref s) {
+  const std::shared_ptr<timeline>& line = access::state(s)->line;
+  merge_point(tokens, line, line->current());
 }
 
 }  // namespace streampool::detail

@@ -198,6 +198,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// token on `line`, under one hold of its lock; all or none (built before the list changes).
   void spill_to_shared(std::span<const stream_cache::entry> entries,
                        const std::shared_ptr<timeline>& line);
+  /// A stream cache's entry as a shared list's chunk: its token on `line` (none when null).
+  static free_chunk shared_chunk(const stream_cache::entry& e,
+                                 const std::shared_ptr<timeline>& line);
+  /// Adds s's point now to `tokens` (a free on s), without a token made for it: a token copy and
+  /// its drop are a locked reference-count increment and decrement each.
+  static void merge_free_point(token_set& tokens, stream_ref s);
   /// spill_to_shared as the callable that stream_cache's push and try_steal take.
   [[nodiscard]] auto spiller() noexcept {
     return [this](std::span<const stream_cache::entry> entries,

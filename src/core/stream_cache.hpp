@@ -158,13 +158,12 @@ class alignas(64) stream_cache {
     if (detached_ || orphaned_.load(std::memory_order_relaxed) || bins_[cls].empty()) return false;
     auto& bin = bins_[cls];
     line = line_.lock();
-    // The rest of the older half first (all or nothing), then the oldest: this stream keeps the
-    // newer half.
-    give(cls, 1, (bin.size() - 1) / 2, line, spill);
+    // The rest of the older half to the shared lists first (all or nothing: an exception leaves
+    // the bin whole), then the oldest to the caller: this stream keeps the newer half.
+    const std::size_t rest = (bin.size() - 1) / 2;
+    if (rest != 0) spill(std::span<const entry>(bin.data() + 1, rest), line);
     out = bin.front();
-    bin.erase(bin.begin());
-    bin_bytes_[cls] -= class_size(cls);
-    total_bytes_ -= class_size(cls);
+    drop_oldest(cls, 1 + rest);
     return true;
   }
 
@@ -236,21 +235,18 @@ class alignas(64) stream_cache {
   friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
 
   /// push()'s spill, out of line: it runs once in many frees. The `older` oldest entries go.
+  /// The spill lists all its entries or none, so an exception leaves them here, none listed
+  /// twice; they leave the bin only after.
   template <class Spill>
   [[gnu::noinline]] void spill_oldest(std::size_t cls, std::size_t older, Spill& spill) {
-    if (older != 0) give(cls, 0, older, line_.lock(), spill);
+    if (older == 0) return;
+    spill(std::span<const entry>(bins_[cls].data(), older), line_.lock());
+    drop_oldest(cls, older);
   }
-  /// Entries [first, first + count) of class `cls` to spill(entries, line) in one call, then out
-  /// of the bin. The spill lists all or none, so an exception leaves them here, none listed
-  /// twice.
-  template <class Spill>
-  void give(std::size_t cls, std::size_t first, std::size_t count,
-            const std::shared_ptr<timeline>& line, Spill& spill) {
-    if (count == 0) return;
+  /// The `count` oldest entries of class `cls` leave the bin (spilled or stolen).
+  void drop_oldest(std::size_t cls, std::size_t count) noexcept {
     auto& bin = bins_[cls];
-    const auto from = bin.begin() + static_cast<std::ptrdiff_t>(first);
-    spill(std::span<const entry>(&*from, count), line);
-    bin.erase(from, from + static_cast<std::ptrdiff_t>(count));
+    bin.erase(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(count));
     // One subtraction: cached_bytes() reads total_bytes_ without the lock.
     total_bytes_ -= count * class_size(cls);
     bin_bytes_[cls] = bin.size() * class_size(cls);
