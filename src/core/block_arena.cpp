@@ -148,7 +148,7 @@ typename Set::iterator insert_recycled(Set& set, std::vector<typename Set::node_
 
 void block_arena::index(arena_block* b) {
   if (b->state == block_state::mapped) {
-    b->in_mapped = insert_recycled(mapped_, spare_mapped_nodes_, b);
+    mapped_.insert(b);
   } else if (b->state == block_state::unmapped) {
     b->in_unmapped = insert_recycled(unmapped_, spare_unmapped_nodes_, b);
   }
@@ -156,7 +156,7 @@ void block_arena::index(arena_block* b) {
 
 void block_arena::unindex(arena_block* b) {
   if (b->state == block_state::mapped) {
-    keep_node<mapped_set>(spare_mapped_nodes_, mapped_.extract(b->in_mapped));
+    mapped_.erase(b);
   } else if (b->state == block_state::unmapped) {
     keep_node<unmapped_set>(spare_unmapped_nodes_, unmapped_.extract(b->in_unmapped));
   }
@@ -423,8 +423,7 @@ std::string block_arena::find_broken() const {
           break;
         case block_state::mapped:
           ++mapped;
-          if (auto it = mapped_.find(const_cast<arena_block*>(b));
-              it == mapped_.end() || it->block != b) {
+          if (!mapped_.contains(const_cast<arena_block*>(b))) {
             return broken("indexes: mapped block not indexed (or under another size or start)", *b);
           }
           for (std::size_t i = 0; i < b->tokens.size(); ++i)

@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "segment.hpp"
+#include "size_index.hpp"
 
 namespace streampool::detail {
 
@@ -64,35 +65,11 @@ struct arena_range;
 struct arena_block;
 struct test_access;
 
-/// An entry of the mapped free set: the block with its key (size, then start) copied into the
-/// tree's node, so that a search reads one cache line per level, not two (the node, then the
-/// block it points to). In a running program the allocator's lines are cold at every call, and
-/// the best-fit search and the insert at each free are most of a large allocation's misses. The
-/// copy is exact because a block leaves the set before its size or start changes (index(),
-/// unindex()); find_broken() checks it. It reads as the block (conversion, ->) and converts from
-/// one (a search probe, an insert).
-struct mapped_entry {
-  std::size_t size = 0;
-  std::uintptr_t start = 0;
-  arena_block* block = nullptr;
-
-  mapped_entry(arena_block* b) noexcept;  // NOLINT(google-explicit-constructor): reads as a block
-  operator arena_block*() const noexcept { return block; }  // NOLINT(google-explicit-constructor)
-  arena_block* operator->() const noexcept { return block; }
-};
-
-/// The orders of the free sets: by size, then address (best fit is lower_bound); by address.
-struct block_by_size {
-  bool operator()(const mapped_entry& a, const mapped_entry& b) const noexcept {
-    return a.size != b.size ? a.size < b.size : a.start < b.start;
-  }
-};
+/// The order of the unmapped free set: by address. (The mapped one, by size, is size_index.)
 struct block_by_start {
   bool operator()(const arena_block* a, const arena_block* b) const noexcept;
 };
-// Each free block keeps its place in its set, so that unindexing it is no search (erasing by key
-// searched the tree: a tenth of the time of a large allocation and free).
-using mapped_set = std::set<mapped_entry, block_by_size>;
+using mapped_set = size_index;
 using unmapped_set = std::set<arena_block*, block_by_start>;
 using live_map = std::unordered_map<std::uintptr_t, arena_block*>;
 
@@ -109,8 +86,8 @@ struct arena_block {
   token_set tokens;  // mapped: what reuse waits for; live: recorded uses
   // Live: the timeline id of the stream it was handed to, for snapshots (0: not known).
   std::uint64_t stream = 0;
-  // Where the block is in its free set, while it is indexed (mapped, or unmapped).
-  mapped_set::iterator in_mapped;
+  // Where the block is in the unmapped set, while it is there (erasing by key searched the tree).
+  // The mapped set finds a block by its key (size_index.hpp).
   unmapped_set::iterator in_unmapped;
 
   [[nodiscard]] std::uintptr_t end() const noexcept { return start + size; }
@@ -180,7 +157,6 @@ class block_arena {
   [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
   [[nodiscard]] const live_map& live_blocks() const noexcept { return live_; }
 
-  using by_size = block_by_size;
   using by_start = block_by_start;
   /// Free mapped blocks, smallest first (best fit is lower_bound).
   [[nodiscard]] const mapped_set& mapped_free() const noexcept { return mapped_; }
@@ -247,10 +223,9 @@ class block_arena {
   unmapped_set unmapped_;
   live_map live_;
   std::vector<arena_block*> spare_;
-  // The indexes' nodes are recycled the same way (node handles): every allocation and free
-  // inserts into and erases from two of them, and in a running program the malloc and free behind
+  // The tree indexes' nodes are recycled the same way (node handles): every allocation and free
+  // inserts into and erases from them, and in a running program the malloc and free behind
   // each node cost more than the tree walk.
-  std::vector<mapped_set::node_type> spare_mapped_nodes_;
   std::vector<unmapped_set::node_type> spare_unmapped_nodes_;
   std::vector<live_map::node_type> spare_live_nodes_;
 };

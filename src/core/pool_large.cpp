@@ -111,8 +111,6 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
     }
     const auto& free = sh.arena.mapped_free();
     if (free.empty()) return nullptr;
-    arena_block probe;
-    probe.size = size;
     arena_block* pick = nullptr;
     arena_block* fallback = nullptr;
     int scanned = 0;
@@ -121,7 +119,7 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
     // lets a multi-stream program settle into a layout that needs no more mapping. Else the best
     // fit, behind a device-side wait.
     arena_block* ready = nullptr;
-    for (auto it = free.lower_bound(&probe); it != free.end() && scanned < 16; ++it, ++scanned) {
+    for (auto it = free.lower_bound(size); it != free.end() && scanned < 16; ++it, ++scanned) {
       // Rule 2 (segment path): do not split a big free block (>= big_block) for a request under
       // half of it; grow instead. Cutting a small request out of a big block leaves a remainder
       // just too small for the next big request of the same size (on the GPT-2 trace: a 393 MiB

@@ -59,12 +59,10 @@ std::vector<pool_state::granule_run> pool_state::complete_free_granules(large_sh
                                                                         std::uintptr_t avoid_to) {
   const std::size_t g = vm_granule();
   std::vector<granule_run> runs;
-  arena_block probe;
-  probe.size = g;
   // Smallest first: a small free block is the least likely to fit a later request, so taking its
   // memory costs the least; the big free blocks stay whole.
   const auto& free = sh.arena.mapped_free();
-  for (auto it = free.lower_bound(&probe); it != free.end() && granules > 0; ++it) {
+  for (auto it = free.lower_bound(g); it != free.end() && granules > 0; ++it) {
     arena_block* b = *it;
     if (b->end() > avoid_from && b->start < avoid_to) continue;
     const std::uintptr_t from = round_up(b->start, g), to = b->end() / g * g;

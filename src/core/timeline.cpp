@@ -83,8 +83,12 @@ bool timeline::wait_device(native_queue waiter, point p) {
 
 void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
                                  std::size_t bytes_between) {
-  const std::uint32_t calls = calls_since_mark_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const std::size_t freed = bytes_since_mark_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  // Read and written back, not added atomically: a locked add each was a tenth of a 1 MiB pair.
+  // Frees on one stream from two threads at once may lose a count, which only delays a marker.
+  const std::uint32_t calls = calls_since_mark_.load(std::memory_order_relaxed) + 1;
+  const std::size_t freed = bytes_since_mark_.load(std::memory_order_relaxed) + bytes;
+  calls_since_mark_.store(calls, std::memory_order_relaxed);
+  bytes_since_mark_.store(freed, std::memory_order_relaxed);
   // A single free of a quarter of bytes_between marks at once: such a block is worth remapping
   // or handing to another stream on its own, and frees that big are few.
   if (calls < every && freed < bytes_between && bytes < bytes_between / 4) return;

@@ -239,9 +239,7 @@ TEST_P(BlockArenaRandom, OperationsKeepTheInvariantsAndNeverOverlap) {
       const std::size_t n = (1 + rng() % (6 * g / 256)) * 256;
       // Best fit first, as the pool does; else a window.
       arena_block* b = nullptr;
-      arena_block probe;
-      probe.size = n;
-      auto it = a.mapped_free().lower_bound(&probe);
+      auto it = a.mapped_free().lower_bound(n);
       if (it != a.mapped_free().end()) {
         b = a.take(*it, (*it)->start, n);
       } else {

@@ -322,7 +322,7 @@ TEST_F(ValidateCatches, FreeNeighboursLeftUnmerged) {
   auto& mapped = test_access::mapped(*arena);
   const bool exempt = b->absorbed_complete;
   b->absorbed_complete = false;
-  mapped.erase(b->in_mapped);
+  mapped.erase(b);
   auto* right = new arena_block;
   right->start = b->start + b->size / 2 / 256 * 256;
   right->size = b->end() - right->start;
@@ -334,17 +334,17 @@ TEST_F(ValidateCatches, FreeNeighboursLeftUnmerged) {
   if (b->next != nullptr) b->next->prev = right;
   b->next = right;
   b->size -= right->size;
-  b->in_mapped = mapped.insert(b).first;
-  right->in_mapped = mapped.insert(right).first;
+  mapped.insert(b);
+  mapped.insert(right);
   expect_broken("merged");
   // Put it back.
-  mapped.erase(b->in_mapped);
-  mapped.erase(right->in_mapped);
+  mapped.erase(b);
+  mapped.erase(right);
   b->size += right->size;
   b->next = right->next;
   if (right->next != nullptr) right->next->prev = b;
   delete right;
-  b->in_mapped = mapped.insert(b).first;
+  mapped.insert(b);
   b->absorbed_complete = exempt;
 }
 
