@@ -116,7 +116,7 @@ void block_arena::remove_range(arena_range* r) {
 
 namespace {
 
-// The indexes' nodes, recycled (block_arena.hpp): at most spare_nodes each.
+// The unmapped set's nodes, recycled (block_arena.hpp): at most spare_nodes.
 constexpr std::size_t spare_nodes = 1024;
 
 template <class Container>
@@ -247,19 +247,13 @@ arena_block* block_arena::take(arena_block* b, std::uintptr_t at, std::size_t n,
   b->tokens.clear();
   b->absorbed_complete = false;
   b->stream = stream;
-  if (auto node = reuse_node<live_map>(spare_live_nodes_); !node.empty()) {
-    node.key() = b->start;
-    node.mapped() = b;
-    live_.insert(std::move(node));
-  } else {
-    live_.emplace(b->start, b);
-  }
+  live_.insert(b->start, b);
   return b;
 }
 
 arena_block* block_arena::release(arena_block* b, token_set tokens) {
   STREAMPOOL_ASSERT(b->state == block_state::live);
-  keep_node<live_map>(spare_live_nodes_, live_.extract(b->start));
+  live_.erase(b->start);
   b->state = block_state::mapped;
   b->tokens = std::move(tokens);
   return merge_and_index(b);
@@ -315,10 +309,7 @@ arena_block* block_arena::join(arena_block* b, std::uintptr_t to) {
   return b;
 }
 
-arena_block* block_arena::find_live(std::uintptr_t p) const noexcept {
-  auto it = live_.find(p);
-  return it == live_.end() ? nullptr : it->second;
-}
+arena_block* block_arena::find_live(std::uintptr_t p) const noexcept { return live_.find(p); }
 
 arena_block* block_arena::block_at(const arena_range& r, std::uintptr_t a) noexcept {
   for (arena_block* b = r.first; b != nullptr; b = b->next)

@@ -51,9 +51,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "live_index.hpp"
 #include "segment.hpp"
 #include "size_index.hpp"
 
@@ -71,7 +71,6 @@ struct block_by_start {
 };
 using mapped_set = size_index;
 using unmapped_set = std::set<arena_block*, block_by_start>;
-using live_map = std::unordered_map<std::uintptr_t, arena_block*>;
 
 struct arena_block {
   std::uintptr_t start = 0;
@@ -155,7 +154,6 @@ class block_arena {
   /// The block of `r` that holds address a (a walk through the range: for rare paths).
   [[nodiscard]] static arena_block* block_at(const arena_range& r, std::uintptr_t a) noexcept;
   [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
-  [[nodiscard]] const live_map& live_blocks() const noexcept { return live_; }
 
   using by_start = block_by_start;
   /// Free mapped blocks, smallest first (best fit is lower_bound).
@@ -221,13 +219,11 @@ class block_arena {
   std::vector<std::unique_ptr<arena_range>> ranges_;
   mapped_set mapped_;
   unmapped_set unmapped_;
-  live_map live_;
+  live_index live_;
   std::vector<arena_block*> spare_;
-  // The tree indexes' nodes are recycled the same way (node handles): every allocation and free
-  // inserts into and erases from them, and in a running program the malloc and free behind
-  // each node cost more than the tree walk.
+  // The unmapped set's nodes are recycled the same way (node handles): the malloc and free behind
+  // each node cost more than the tree walk. (The other two indexes keep their entries in arrays.)
   std::vector<unmapped_set::node_type> spare_unmapped_nodes_;
-  std::vector<live_map::node_type> spare_live_nodes_;
 };
 
 }  // namespace streampool::detail
