@@ -102,7 +102,8 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   /// for a single free of at least a quarter of that.
   /// Lets others learn, without a marker per free, that memory freed on this timeline a little
   /// earlier is complete. Counts, not a clock: the same program records the same markers, every
-  /// run. Never blocks: skipped when the timeline is busy or retired.
+  /// run, when one thread at a time frees on the timeline (counts are read and written back, not
+  /// added atomically). Never blocks: skipped when the timeline is busy or retired.
   void mark_now_and_then(std::size_t bytes, std::uint32_t every, std::size_t bytes_between);
 
   /// Called once by the owning stream: waits for all submitted work, then drops the queue and

@@ -32,7 +32,7 @@ struct alignas(64) large_shard {
 
   const std::size_t index;
   // Guards arena, the handles of its ranges, and what follows. A spinlock, not a mutex: it is
-  // taken once per large allocation and free and held for a few tree operations, and in a running
+  // taken once per large allocation and free and held for a few index operations, and in a running
   // program the mutex's calls into libpthread (two per critical section, through the PLT) are
   // cache misses of their own. Held for long only by a growth: its search, marker queries, and
   // the creation of new physical memory (a driver call) under the growing shard's lock and its

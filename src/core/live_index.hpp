@@ -85,12 +85,12 @@ class live_index {
     slots_[i] = slot{start, b};
   }
 
+  /// Doubles the table. The new one is allocated first: a bad_alloc leaves this one as it was.
   void grow() {
-    std::vector<slot> old = std::move(slots_);
-    const std::size_t n = old.empty() ? 16 : old.size() * 2;
-    slots_.assign(n, slot{});
-    shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
-    for (const slot& s : old)
+    std::vector<slot> bigger(slots_.empty() ? 16 : slots_.size() * 2);
+    bigger.swap(slots_);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(slots_.size()));
+    for (const slot& s : bigger)
       if (s.block != nullptr) place(s.start, s.block);
   }
 

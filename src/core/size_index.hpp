@@ -7,7 +7,7 @@
 // log2(k) levels whose branch goes either way at random, so about half of them are mispredicted,
 // and a large allocation and its free make five or six of these walks (the block taken out, its
 // remainder put back; the freed block and its merged neighbours). In the mixed pattern the tree's
-// walks were 30% of a step on the host (perf, sixteenth session). Here:
+// walks were 30% of a step on the host (perf; bench/RESULTS.md, 2026-12-04). Here:
 //   bucket   sizes map to 8 buckets per power of two (size_bucket(): exact below 8 bytes, then the
 //            leading bit and the three bits under it), so a bucket's sizes differ by at most
 //            1/8 of its lower bound, and buckets ascend with size;
@@ -17,7 +17,8 @@
 // Cost: O(log k) compares plus a move of the bucket's tail, where k is the bucket's length; the
 // mixed pattern's buckets hold a few blocks each. A program with many free blocks of sizes in one
 // eighth of an octave (say 1,000 free blocks of one size kept apart by live ones) moves up to k
-// entries of 24 bytes per insert or erase: still a memmove of 24 KB, not a walk of k nodes.
+// entries of 24 bytes per insert or erase: still a memmove of 24 KB, not a walk of k nodes, but a
+// forced coalesce() or a join() over many such blocks does one per merge, under the shard lock.
 //
 // Invariants: used_ bit i is set <=> buckets_[i] is non-empty; every entry of buckets_[i] has
 // size_bucket(size) == i; each bucket is strictly ascending by (size, start); count_ is the total.

@@ -1,6 +1,6 @@
 // streampool: a test-and-test-and-set spinlock for the per-stream caches and the large shards.
 //
-// Why not std::mutex: the lock guards a few loads and stores (a stream cache) or a few tree
+// Why not std::mutex: the lock guards a few loads and stores (a stream cache) or a few index
 // operations (a shard), is uncontended in the common case (one thread per stream) and sits on the
 // fast paths, where a futex-based mutex costs about twice as much (its calls into libpthread are
 // cache misses of their own in a running program). Under contention it yields instead of burning

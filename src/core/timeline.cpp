@@ -84,7 +84,8 @@ bool timeline::wait_device(native_queue waiter, point p) {
 void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
                                  std::size_t bytes_between) {
   // Read and written back, not added atomically: a locked add each was a tenth of a 1 MiB pair.
-  // Frees on one stream from two threads at once may lose a count, which only delays a marker.
+  // Frees on one stream from two threads at once may lose a count, or put back one just reset,
+  // which moves a marker a little later or earlier: no more than that.
   const std::uint32_t calls = calls_since_mark_.load(std::memory_order_relaxed) + 1;
   const std::size_t freed = bytes_since_mark_.load(std::memory_order_relaxed) + bytes;
   calls_since_mark_.store(calls, std::memory_order_relaxed);
