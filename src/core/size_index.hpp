@@ -7,7 +7,7 @@
 // log2(k) levels whose branch goes either way at random, so about half of them are mispredicted,
 // and a large allocation and its free make five or six of these walks (the block taken out, its
 // remainder put back; the freed block and its merged neighbours). In the mixed pattern the tree's
-// walks were 30% of a step on the host (perf; bench/RESULTS.md, 2026-12-04). Here:
+// walks were 30% of a step on the host (perf; bench/RESULTS.md, 2026-12-05). Here:
 //   bucket   sizes map to 8 buckets per power of two (size_bucket(): exact below 8 bytes, then the
 //            leading bit and the three bits under it), so a bucket's sizes differ by at most
 //            1/8 of its lower bound, and buckets ascend with size;
