@@ -69,7 +69,6 @@ struct test_access;
 struct block_by_start {
   bool operator()(const arena_block* a, const arena_block* b) const noexcept;
 };
-using mapped_set = size_index;
 using unmapped_set = std::set<arena_block*, block_by_start>;
 
 struct arena_block {
@@ -157,7 +156,7 @@ class block_arena {
 
   using by_start = block_by_start;
   /// Free mapped blocks, smallest first (best fit is lower_bound).
-  [[nodiscard]] const mapped_set& mapped_free() const noexcept { return mapped_; }
+  [[nodiscard]] const size_index& mapped_free() const noexcept { return mapped_; }
   /// Free unmapped blocks, in address order.
   [[nodiscard]] const unmapped_set& unmapped_free() const noexcept { return unmapped_; }
 
@@ -217,7 +216,7 @@ class block_arena {
   const std::size_t granularity_;
   const bool keep_streams_apart_;
   std::vector<std::unique_ptr<arena_range>> ranges_;
-  mapped_set mapped_;
+  size_index mapped_;
   unmapped_set unmapped_;
   live_index live_;
   std::vector<arena_block*> spare_;

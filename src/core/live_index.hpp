@@ -40,7 +40,7 @@ class live_index {
 
   /// Adds `b` under `start`, which must not be there.
   void insert(std::uintptr_t start, arena_block* b) {
-    STREAMPOOL_ASSERT(b != nullptr && find(start) == nullptr);
+    STREAMPOOL_ASSERT(b != nullptr);
     if ((count_ + 1) * 2 > slots_.size()) grow();
     place(start, b);
     ++count_;
@@ -79,9 +79,14 @@ class live_index {
     return static_cast<std::size_t>((start * 0x9E3779B97F4A7C15ULL) >> shift_);
   }
 
+  /// Puts (start, b) in the first empty slot from start's home on. The probe passes every entry
+  /// that could hold start, so it also checks that none does (no second probe on the hot path).
   void place(std::uintptr_t start, arena_block* b) noexcept {
     std::size_t i = home(start);
-    while (slots_[i].block != nullptr) i = (i + 1) & mask();
+    while (slots_[i].block != nullptr) {
+      STREAMPOOL_ASSERT(slots_[i].start != start);
+      i = (i + 1) & mask();
+    }
     slots_[i] = slot{start, b};
   }
 

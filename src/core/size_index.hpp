@@ -142,28 +142,30 @@ class size_index {
 
   /// Removes the entry with e's key, which must be there.
   void erase(const mapped_entry& e) noexcept {
+    const mapped_entry* at = find(e);
+    STREAMPOOL_ASSERT(at != nullptr);
     const std::uint32_t b = size_bucket(e.size);
-    STREAMPOOL_ASSERT(b < buckets_.size());
     std::vector<mapped_entry>& v = buckets_[b];
-    const auto at = std::lower_bound(v.begin(), v.end(), e);
-    STREAMPOOL_ASSERT(at != v.end() && at->block == e.block);
-    v.erase(at);
+    v.erase(v.begin() + (at - v.data()));
     if (v.empty()) used_[b / 64] &= ~(std::uint64_t{1} << (b % 64));
     --count_;
   }
 
   /// True when the entry with e's key is there and names e's block (for find_broken()).
-  [[nodiscard]] bool contains(const mapped_entry& e) const noexcept {
-    const std::uint32_t b = size_bucket(e.size);
-    if (b >= buckets_.size()) return false;
-    const std::vector<mapped_entry>& v = buckets_[b];
-    const auto at = std::lower_bound(v.begin(), v.end(), e);
-    return at != v.end() && !(e < *at) && at->block == e.block;
-  }
+  [[nodiscard]] bool contains(const mapped_entry& e) const noexcept { return find(e) != nullptr; }
 
  private:
   static constexpr std::uint32_t none = ~std::uint32_t{0};
   static constexpr std::size_t words = (bucket_count + 63) / 64;
+
+  /// The entry with e's key and block; nullptr if there is none.
+  [[nodiscard]] const mapped_entry* find(const mapped_entry& e) const noexcept {
+    const std::uint32_t b = size_bucket(e.size);
+    if (b >= buckets_.size()) return nullptr;
+    const std::vector<mapped_entry>& v = buckets_[b];
+    const auto at = std::lower_bound(v.begin(), v.end(), e);
+    return at != v.end() && !(e < *at) && at->block == e.block ? &*at : nullptr;
+  }
 
   /// The first non-empty bucket at or after i; none if there is none.
   [[nodiscard]] std::uint32_t next_used(std::uint32_t i) const noexcept {

@@ -43,7 +43,7 @@ struct test_access {
         if (b->size >= bytes) return {&sh->arena, b};
     return {nullptr, nullptr};
   }
-  static mapped_set& mapped(block_arena& a) { return a.mapped_; }
+  static size_index& mapped(block_arena& a) { return a.mapped_; }
   /// The free block that starts at p, in whichever shard holds it.
   static arena_block* free_block_at(pool_state& s, const void* p) {
     for (auto& sh : s.shards_)
