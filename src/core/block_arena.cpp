@@ -119,27 +119,17 @@ namespace {
 // The unmapped set's nodes, recycled (block_arena.hpp): at most spare_nodes.
 constexpr std::size_t spare_nodes = 1024;
 
-template <class Container>
-void keep_node(std::vector<typename Container::node_type>& spare,
-               typename Container::node_type node) {
+void keep_node(std::vector<unmapped_set::node_type>& spare, unmapped_set::node_type node) {
   if (spare.size() < spare_nodes) spare.push_back(std::move(node));
 }
 
-/// A kept node, or an empty one when none is kept.
-template <class Container>
-typename Container::node_type reuse_node(std::vector<typename Container::node_type>& spare) {
-  if (spare.empty()) return {};
-  typename Container::node_type node = std::move(spare.back());
-  spare.pop_back();
-  return node;
-}
-
 /// Inserts b into `set`, in a kept node when there is one.
-template <class Set>
-typename Set::iterator insert_recycled(Set& set, std::vector<typename Set::node_type>& spare,
+unmapped_set::iterator insert_recycled(unmapped_set& set,
+                                       std::vector<unmapped_set::node_type>& spare,
                                        arena_block* b) {
-  typename Set::node_type node = reuse_node<Set>(spare);
-  if (node.empty()) return set.insert(b).first;
+  if (spare.empty()) return set.insert(b).first;
+  unmapped_set::node_type node = std::move(spare.back());
+  spare.pop_back();
   node.value() = b;
   return set.insert(std::move(node)).position;
 }
@@ -158,7 +148,7 @@ void block_arena::unindex(arena_block* b) {
   if (b->state == block_state::mapped) {
     mapped_.erase(b);
   } else if (b->state == block_state::unmapped) {
-    keep_node<unmapped_set>(spare_unmapped_nodes_, unmapped_.extract(b->in_unmapped));
+    keep_node(spare_unmapped_nodes_, unmapped_.extract(b->in_unmapped));
   }
 }
 

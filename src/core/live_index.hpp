@@ -74,7 +74,8 @@ class live_index {
 
   [[nodiscard]] std::size_t mask() const noexcept { return slots_.size() - 1; }
   /// Fibonacci hashing: block starts are multiples of 256, so the low bits say nothing; the
-  /// product's top bits mix all of them.
+  /// product's top bits mix all of them. Never called on an empty table (shift_ 64 would be an
+  /// undefined shift): find() and erase() return first when count_ is 0, insert() grows first.
   [[nodiscard]] std::size_t home(std::uintptr_t start) const noexcept {
     return static_cast<std::size_t>((start * 0x9E3779B97F4A7C15ULL) >> shift_);
   }
