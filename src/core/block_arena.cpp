@@ -42,8 +42,8 @@ bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline
   return true;
 }
 
-block_arena::block_arena(std::size_t granularity, bool keep_streams_apart)
-    : granularity_(granularity), keep_streams_apart_(keep_streams_apart) {
+block_arena::block_arena(std::size_t granularity, bool keep_streams_apart, std::size_t index_min)
+    : granularity_(granularity), keep_streams_apart_(keep_streams_apart), index_min_(index_min) {
   STREAMPOOL_EXPECTS(granularity != 0 && (granularity & (granularity - 1)) == 0,
                      format("block arena: granularity %zu is not a power of two", granularity));
 }
@@ -138,7 +138,11 @@ unmapped_set::iterator insert_recycled(unmapped_set& set,
 
 void block_arena::index(arena_block* b) {
   if (b->state == block_state::mapped) {
-    mapped_.insert(b);
+    if (b->size < index_min_) {
+      ++unindexed_;
+    } else {
+      mapped_.insert(b);
+    }
   } else if (b->state == block_state::unmapped) {
     b->in_unmapped = insert_recycled(unmapped_, spare_unmapped_nodes_, b);
   }
@@ -146,7 +150,11 @@ void block_arena::index(arena_block* b) {
 
 void block_arena::unindex(arena_block* b) {
   if (b->state == block_state::mapped) {
-    mapped_.erase(b);
+    if (b->size < index_min_) {
+      --unindexed_;
+    } else {
+      mapped_.erase(b);
+    }
   } else if (b->state == block_state::unmapped) {
     keep_node(spare_unmapped_nodes_, unmapped_.extract(b->in_unmapped));
   }
@@ -268,8 +276,9 @@ arena_block* block_arena::change_state(arena_block* b, std::uintptr_t from, std:
 
 std::size_t block_arena::coalesce(bool force) {
   std::vector<arena_block*> lefts;  // mapped blocks followed by a mapped block, in no order
-  for (arena_block* b : mapped_)
+  for_each_mapped_free([&](arena_block* b) {
     if (b->next != nullptr && b->next->state == block_state::mapped) lefts.push_back(b);
+  });
   // Right to left (descending start), so that a block merged away is never visited after.
   std::sort(lefts.begin(), lefts.end(),
             [](const arena_block* x, const arena_block* y) { return x->start > y->start; });
@@ -374,7 +383,7 @@ void block_arena::check() const {
 }
 
 std::string block_arena::find_broken() const {
-  std::size_t mapped = 0, unmapped = 0, live = 0;
+  std::size_t mapped = 0, fragments = 0, unmapped = 0, live = 0;
   for (const auto& r : ranges_) {
     std::uintptr_t at = r->base;
     const arena_block* prev = nullptr;
@@ -404,7 +413,11 @@ std::string block_arena::find_broken() const {
           break;
         case block_state::mapped:
           ++mapped;
-          if (!mapped_.contains(const_cast<arena_block*>(b))) {
+          if (b->size < index_min_) {
+            ++fragments;
+            if (mapped_.contains(const_cast<arena_block*>(b)))
+              return broken("indexes: a fragment (under index_min) is in the size index", *b);
+          } else if (!mapped_.contains(const_cast<arena_block*>(b))) {
             return broken("indexes: mapped block not indexed (or under another size or start)", *b);
           }
           for (std::size_t i = 0; i < b->tokens.size(); ++i)
@@ -428,11 +441,13 @@ std::string block_arena::find_broken() const {
                     static_cast<std::size_t>(at));
     }
   }
-  if (mapped != mapped_.size() || unmapped != unmapped_.size() || live != live_.size()) {
+  if (mapped != mapped_count() || fragments != unindexed_ || unmapped != unmapped_.size() ||
+      live != live_.size()) {
     return format(
-        "block arena: indexes: they hold %zu/%zu/%zu blocks, the ranges %zu/%zu/%zu "
-        "(mapped/unmapped/live)",
-        mapped_.size(), unmapped_.size(), live_.size(), mapped, unmapped, live);
+        "block arena: indexes: they hold %zu+%zu/%zu/%zu blocks, the ranges %zu+%zu/%zu/%zu "
+        "(mapped+fragments/unmapped/live)",
+        mapped_.size(), unindexed_, unmapped_.size(), live_.size(), mapped - fragments, fragments,
+        unmapped, live);
   }
   return {};
 }

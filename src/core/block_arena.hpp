@@ -16,7 +16,8 @@
 // step, pool_state::validate() calls find_broken() on every shard). For each range r:
 //   tiling      r.first->start == r.base; b->next->start == b->end(); b->next->prev == b;
 //               last->end() == r.base + r.size; b->size > 0; b->range == &r.
-//   indexes     mapped_ == {mapped blocks}, unmapped_ == {unmapped blocks},
+//   indexes     mapped_ == {mapped blocks of at least index_min bytes} and unindexed_ counts the
+//               smaller ones (fragments); unmapped_ == {unmapped blocks},
 //               live_ == {b->start -> b : live blocks}.
 //   unmapped    start % granularity == size % granularity == 0 and tokens empty (no memory,
 //               nothing to wait for).
@@ -110,7 +111,15 @@ class block_arena {
   /// `granularity`: the unit in which memory is mapped and unmapped (a power of two).
   /// `keep_streams_apart`: do not merge mapped neighbours whose pending work is on different
   /// timelines (see the invariants); false merges every free neighbour.
-  explicit block_arena(std::size_t granularity, bool keep_streams_apart = false);
+  /// `index_min`: mapped free blocks smaller than this stay out of the size index (fragments).
+  /// The pool passes the smallest request it places here, or the granularity if that is smaller:
+  /// then no search of the index (best fit for a request, whole granules to remap) could return
+  /// a fragment, and leaving them out changes no placement. It saves the index work: a best fit
+  /// leaves a small remainder, and on the mixed pattern most free blocks were such fragments
+  /// (two thirds of them under 64 KiB), each put in and taken out of the index as it was cut off
+  /// and merged again.
+  explicit block_arena(std::size_t granularity, bool keep_streams_apart = false,
+                       std::size_t index_min = 0);
   block_arena(const block_arena&) = delete;
   block_arena& operator=(const block_arena&) = delete;
   ~block_arena();
@@ -155,8 +164,22 @@ class block_arena {
   [[nodiscard]] std::size_t live_count() const noexcept { return live_.size(); }
 
   using by_start = block_by_start;
-  /// Free mapped blocks, smallest first (best fit is lower_bound).
+  /// Free mapped blocks of at least index_min bytes, smallest first (best fit is lower_bound):
+  /// every block a request can be placed in. Searches only: a walk over every free mapped block
+  /// (for its tokens) is for_each_mapped_free().
   [[nodiscard]] const size_index& mapped_free() const noexcept { return mapped_; }
+  [[nodiscard]] std::size_t index_min() const noexcept { return index_min_; }
+  /// Calls f(arena_block*) for every free mapped block, fragments included, in address order
+  /// within each range. Linear in all blocks, live ones too: for the rare paths (waits, markers,
+  /// polls before a coalesce), not for placement.
+  template <class F>
+  void for_each_mapped_free(F&& f) const {
+    for (const auto& r : ranges_)
+      for (arena_block* b = r->first; b != nullptr; b = b->next)
+        if (b->state == block_state::mapped) f(b);
+  }
+  /// Free mapped blocks, fragments included.
+  [[nodiscard]] std::size_t mapped_count() const noexcept { return mapped_.size() + unindexed_; }
   /// Free unmapped blocks, in address order.
   [[nodiscard]] const unmapped_set& unmapped_free() const noexcept { return unmapped_; }
 
@@ -215,6 +238,8 @@ class block_arena {
 
   const std::size_t granularity_;
   const bool keep_streams_apart_;
+  const std::size_t index_min_;
+  std::size_t unindexed_ = 0;  // mapped free blocks under index_min_
   std::vector<std::unique_ptr<arena_range>> ranges_;
   size_index mapped_;
   unmapped_set unmapped_;

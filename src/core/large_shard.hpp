@@ -27,8 +27,9 @@
 namespace streampool::detail {
 
 struct alignas(64) large_shard {
-  large_shard(std::size_t shard_index, std::size_t granularity, bool keep_streams_apart)
-      : index(shard_index), arena(granularity, keep_streams_apart) {}
+  large_shard(std::size_t shard_index, std::size_t granularity, bool keep_streams_apart,
+              std::size_t index_min)
+      : index(shard_index), arena(granularity, keep_streams_apart, index_min) {}
 
   const std::size_t index;
   // Guards arena, the handles of its ranges, and what follows. A spinlock, not a mutex: it is

@@ -241,10 +241,11 @@ void pool_state::mark_free_large(const timeline* skip, const large_shard* own, l
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
     std::lock_guard lock(sh->mu);
-    for (arena_block* b : sh->arena.mapped_free())
+    sh->arena.for_each_mapped_free([&](const arena_block* b) {
       if (!all_complete(b->tokens))
         for (const token& t : b->tokens)
           if (t.line.get() != skip) merge_token(pending, t);
+    });
   }
   for (const token& t : pending) (void)t.line->marker_for(t.at);
 }

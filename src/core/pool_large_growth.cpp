@@ -155,7 +155,8 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
       std::lock_guard lock(sh->mu);
       // Pieces kept apart while different streams' work on them was pending: what has completed
       // merges first, so that whole granules across their boundaries go back too.
-      for (arena_block* b : sh->arena.mapped_free()) (void)all_complete(b->tokens);  // polls
+      sh->arena.for_each_mapped_free(
+          [](const arena_block* b) { (void)all_complete(b->tokens); });  // polls
       sh->arena.coalesce(/*force=*/false);
       const std::size_t want = (bytes - released) / g;
       runs = complete_free_granules(*sh, want == 0 ? 1 : want, 0, 0);

@@ -182,8 +182,9 @@ bool pool_state::wait_cached_work() {
   }
   for (const auto& sh : shards_) {
     std::lock_guard lock(sh->mu);
-    for (arena_block* b : sh->arena.mapped_free())
-      for (auto& t : b->tokens) merge_token(pending, t);
+    sh->arena.for_each_mapped_free([&](const arena_block* b) {
+      for (const auto& t : b->tokens) merge_token(pending, t);
+    });
   }
   // No pool lock is held while waiting, so frees on other threads go on.
   for (auto& t : pending) t.line->wait_host(t.at);

@@ -41,10 +41,16 @@ pool_state::pool_state(const device& d, pool_options options)
       limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
       virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
       slab_pages_(backend_->caps().granularity) {
+  // The arenas leave free blocks smaller than any large request out of their size index, and
+  // smaller than a granule, so that no search (best fit, granules to remap) is changed by it
+  // (block_arena.hpp, index_min).
+  const std::size_t arena_granularity =
+      virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity;
+  const std::size_t smallest_large = (options_.small_max + min_block) / min_block * min_block;
   for (std::size_t i = 0; i < shard_count; ++i) {
-    shards_[i] = std::make_unique<large_shard>(
-        i, virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity,
-        /*keep_streams_apart=*/virtual_large_);
+    shards_[i] = std::make_unique<large_shard>(i, arena_granularity,
+                                               /*keep_streams_apart=*/virtual_large_,
+                                               std::min(smallest_large, arena_granularity));
   }
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,

@@ -60,8 +60,9 @@ void pool_state::wait_all_pending() {
   }
   for (const auto& sh : shards_) {
     std::lock_guard lock(sh->mu);
-    for (arena_block* b : sh->arena.mapped_free())
-      for (auto& t : b->tokens) t.line->wait_host(t.at);
+    sh->arena.for_each_mapped_free([](const arena_block* b) {
+      for (const auto& t : b->tokens) t.line->wait_host(t.at);
+    });
   }
 }
 

@@ -156,8 +156,7 @@ void pool_state::validate_large(std::size_t& work) const {
   std::size_t mapped_granules = 0;
   for (const auto& sh : shards_) {
     const std::lock_guard shard_lock(sh->mu);
-    work +=
-        sh->arena.live_count() + sh->arena.mapped_free().size() + sh->arena.unmapped_free().size();
+    work += sh->arena.live_count() + sh->arena.mapped_count() + sh->arena.unmapped_free().size();
     if (std::string why = sh->arena.find_broken(); !why.empty())
       broken(id_, format("shard %zu: %s", sh->index, why.c_str()));
     for (const auto& r : sh->arena.ranges()) {

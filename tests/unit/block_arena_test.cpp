@@ -220,23 +220,74 @@ TEST(BlockArena, AWindowThatNeedsNoWaitIsPreferred) {
   EXPECT_EQ(w2->map_granules, 1u);
 }
 
-class BlockArenaRandom : public ::testing::TestWithParam<bool> {};
+// Free mapped blocks under index_min (fragments: the pool's best fit leaves them as remainders)
+// stay out of the size index, but are still free memory: they merge with a freed neighbour, and
+// the merged block enters the index once it is big enough; coalescing and the walks over every
+// free block see them.
+TEST(BlockArena, FragmentsStayOutOfTheIndexButMergeAndAreWalked) {
+  sp::device d(sp::make_host_backend());
+  sp::stream s1(d), s2(d);
+  block_arena a(g, /*keep_streams_apart=*/true, /*index_min=*/g);
+  a.add_range(base, 4 * g, block_state::mapped, nullptr);
+  arena_block* x = a.take(*a.mapped_free().begin(), base, g);
+  // Cut out at g + 4 KiB: [g, g + 4 KiB) is left between x and y, a fragment.
+  arena_block* y = a.take(*a.mapped_free().begin(), base + g + 4096, g);
+  a.check();
+  ASSERT_EQ(a.mapped_free().size(), 1u);  // [2g + 4 KiB, 4g) only
+  EXPECT_EQ((*a.mapped_free().begin())->start, base + 2 * g + 4096);
+  EXPECT_EQ(a.mapped_count(), 2u);
+  std::vector<std::uintptr_t> walked;
+  a.for_each_mapped_free([&](const arena_block* b) { walked.push_back(b->start); });
+  EXPECT_EQ(walked, (std::vector<std::uintptr_t>{base + g, base + 2 * g + 4096}));
+
+  // x, freed on s1 while the fragment holds nothing: they merge, and the result is indexed.
+  arena_block* xf = a.release(x, {s1.ref().now()});
+  a.check();
+  EXPECT_EQ(xf->start, base);
+  EXPECT_EQ(xf->size, g + 4096);
+  EXPECT_EQ(a.mapped_free().size(), 2u);
+  EXPECT_EQ(a.mapped_count(), 2u);
+
+  // A fragment kept apart from its neighbour (pending work of two streams) merges at the
+  // coalesce after that work is complete, though no index holds it.
+  arena_block* z = a.take(xf, base, g);  // leaves [g, g + 4 KiB) free again, with s1's token
+  a.release(z, {s2.ref().now()});
+  a.check();
+  EXPECT_EQ(a.mapped_count(), 3u);  // z (s2), the fragment (s1), the rest after y
+  EXPECT_EQ(a.mapped_free().size(), 2u);
+  s1.synchronize();
+  s2.synchronize();
+  EXPECT_EQ(a.coalesce(/*force=*/false), 1u);
+  a.check();
+  EXPECT_EQ(a.mapped_count(), 2u);
+  a.release(y, {});
+  a.check();
+  ASSERT_EQ(a.mapped_count(), 1u);
+  EXPECT_NE(block_arena::sole_free_block(*a.ranges().front()), nullptr);
+}
+
+// The modes: every free neighbour merges; mapped neighbours of different streams' pending work
+// stay apart; and apart with fragments, where requests are at least index_min (as in the pool).
+enum class random_mode { merge_all, streams_apart, fragments };
+
+class BlockArenaRandom : public ::testing::TestWithParam<random_mode> {};
 
 TEST_P(BlockArenaRandom, OperationsKeepTheInvariantsAndNeverOverlap) {
   // Random takes, frees and unmaps, checked against a shadow of every live block and of which
   // granules the arena says are mapped. With keep_streams_apart, frees carry tokens of three
   // streams (pending until a stream synchronises), and coalescing runs now and then.
-  const bool apart = GetParam();
+  const bool apart = GetParam() != random_mode::merge_all;
+  const std::size_t index_min = GetParam() == random_mode::fragments ? g / 2 : 0;
   sp::device d(sp::make_host_backend());
   sp::stream streams[3] = {sp::stream(d), sp::stream(d), sp::stream(d)};
   std::mt19937_64 rng(7);
-  block_arena a(g, apart);
+  block_arena a(g, apart, index_min);
   a.add_range(base, 4096 * g, block_state::unmapped, nullptr);
   std::map<std::uintptr_t, std::size_t> live;  // start -> size
   for (int step = 0; step < 4000; ++step) {
     const int op = static_cast<int>(rng() % 10);
     if (op < 5 || live.empty()) {
-      const std::size_t n = (1 + rng() % (6 * g / 256)) * 256;
+      const std::size_t n = index_min + (1 + rng() % (6 * g / 256)) * 256;
       // Best fit first, as the pool does; else a window.
       arena_block* b = nullptr;
       auto it = a.mapped_free().lower_bound(n);
@@ -288,7 +339,17 @@ TEST_P(BlockArenaRandom, OperationsKeepTheInvariantsAndNeverOverlap) {
   EXPECT_EQ(a.live_count(), live.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockArena, BlockArenaRandom, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& i) {
-                           return i.param ? std::string("StreamsApart") : std::string("MergeAll");
+INSTANTIATE_TEST_SUITE_P(BlockArena, BlockArenaRandom,
+                         ::testing::Values(random_mode::merge_all, random_mode::streams_apart,
+                                           random_mode::fragments),
+                         [](const ::testing::TestParamInfo<random_mode>& i) {
+                           switch (i.param) {
+                             case random_mode::merge_all:
+                               return std::string("MergeAll");
+                             case random_mode::streams_apart:
+                               return std::string("StreamsApart");
+                             case random_mode::fragments:
+                               break;
+                           }
+                           return std::string("StreamsApartWithFragments");
                          });

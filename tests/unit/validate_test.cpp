@@ -46,10 +46,12 @@ struct test_access {
   static size_index& mapped(block_arena& a) { return a.mapped_; }
   /// The free block that starts at p, in whichever shard holds it.
   static arena_block* free_block_at(pool_state& s, const void* p) {
+    arena_block* found = nullptr;
     for (auto& sh : s.shards_)
-      for (arena_block* b : sh->arena.mapped_free())
-        if (b->start == to_addr(p)) return b;
-    return nullptr;
+      sh->arena.for_each_mapped_free([&](arena_block* b) {
+        if (b->start == to_addr(p)) found = b;
+      });
+    return found;
   }
 };
 
