@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
 
+#include "core/access.hpp"
+#include "core/pool_state.hpp"
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;
@@ -330,6 +333,40 @@ TEST(LargeBlocks, ThreadsGrowingAtOnceNeverGetUnmappedMemory) {
   // Far below the limit, so nothing goes back: granules that a growth created while another
   // thread freed a fitting block are kept for the next growth, not released.
   EXPECT_EQ(st.upstream_releases, 0u);
+}
+
+TEST(LargeBlocks, GrowthsThatCreateMemoryAtOnceKeepTheCountsExact) {
+  // Growths create physical memory without growth_mu_ (create_physical_unlocked): eight threads
+  // that only grow run their creations side by side while another thread validates the pool over
+  // and over. What a growth holds while it creates is in no registry, and must still be counted
+  // (unpublished_); at the end every byte reserved is one the backend holds.
+  sp::device d = vm_device();
+  sp::pool p(d);
+  std::atomic<int> running{8};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      sp::stream s(d);
+      std::vector<void*> held;
+      for (int i = 0; i < 24; ++i) held.push_back(p.allocate(s, (1 + (i + t) % 5) * MiB + 4096));
+      for (void* q : held) p.deallocate(s, q);
+      running.fetch_sub(1);
+    });
+  }
+  int validations = 0;
+  while (running.load() > 0) {
+    ASSERT_NO_THROW(sp::detail::access::state(p)->validate());
+    ++validations;
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_GT(validations, 0);
+  EXPECT_NO_THROW(sp::detail::access::state(p)->validate());
+  const sp::pool_statistics st = p.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_EQ(st.reserved_bytes, sp::host_allocated_bytes(d.get_backend()));
+  EXPECT_EQ(st.upstream_releases, 0u);  // what a growth created and did not use stays spare
+  EXPECT_EQ(p.trim(), st.reserved_bytes);
+  EXPECT_EQ(sp::host_allocated_bytes(d.get_backend()), 0u);
 }
 
 // ---- shards (large_shard.hpp): each stream allocates from its own shard ----------------------

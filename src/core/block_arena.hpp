@@ -168,7 +168,6 @@ class block_arena {
   /// every block a request can be placed in. Searches only: a walk over every free mapped block
   /// (for its tokens) is for_each_mapped_free().
   [[nodiscard]] const size_index& mapped_free() const noexcept { return mapped_; }
-  [[nodiscard]] std::size_t index_min() const noexcept { return index_min_; }
   /// Calls f(arena_block*) for every free mapped block, fragments included, in address order
   /// within each range. Linear in all blocks, live ones too: for the rare paths (waits, markers,
   /// polls before a coalesce), not for placement.

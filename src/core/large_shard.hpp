@@ -35,11 +35,10 @@ struct alignas(64) large_shard {
   // Guards arena, the handles of its ranges, and what follows. A spinlock, not a mutex: it is
   // taken once per large allocation and free and held for a few index operations, and in a running
   // program the mutex's calls into libpthread (two per critical section, through the PLT) are
-  // cache misses of their own. Held for long only by a growth: its search, marker queries, and
-  // the creation of new physical memory (a driver call) under the growing shard's lock and its
-  // donors'. Never across a host wait. A waiter spins briefly, then yields; growth is rare once a
-  // program settles (0 driver calls per step), and taking the creation out of the lock is issue
-  // 8's (threads that scale).
+  // cache misses of their own. Held for long only by a growth's search (windows, granules to
+  // remap, marker polls) under the growing shard's lock and its donors'; never across a driver
+  // call or a host wait. A waiter spins briefly, then yields; growth is rare once a program
+  // settles (0 driver calls per step).
   mutable spinlock mu;
   block_arena arena;
 
