@@ -335,11 +335,11 @@ TEST(LargeBlocks, ThreadsGrowingAtOnceNeverGetUnmappedMemory) {
   EXPECT_EQ(st.upstream_releases, 0u);
 }
 
-TEST(LargeBlocks, GrowthsThatCreateMemoryAtOnceKeepTheCountsExact) {
-  // Growths create physical memory without growth_mu_ (create_physical_unlocked): eight threads
-  // that only grow run their creations side by side while another thread validates the pool over
-  // and over. What a growth holds while it creates is in no registry, and must still be counted
-  // (unpublished_); at the end every byte reserved is one the backend holds.
+TEST(LargeBlocks, ThreadsThatOnlyGrowKeepTheCountsExactAndTrimGivesAllBack) {
+  // Eight threads that only grow, validated from another thread throughout: every byte reserved is
+  // one the backend holds, and trim() gives all of it back, spare granules too (those a growth
+  // created while another thread's free made them unneeded; validate_test's
+  // TrimGivesSpareGranulesBack plants one).
   sp::device d = vm_device();
   sp::pool p(d);
   std::atomic<int> running{8};

@@ -2,8 +2,7 @@
 // plans a window in a shard's arena, finds the granules to map under it (new physical memory
 // within the slack, else granules remapped from free blocks whose work is complete, else a wait
 // for a pending block, else new memory after all), commits the plan in the arenas, then calls
-// the driver under growth_mu_ only. New physical memory is created without growth_mu_, and the
-// growth plans again after it. Also here: reserving address ranges, creating and releasing
+// the driver under growth_mu_ only. Also here: reserving address ranges, creating and releasing
 // physical granules, and giving free granules back (trim, release_threshold). Reuse without
 // growth, and frees, are pool_large.cpp's.
 #include <algorithm>
@@ -106,22 +105,22 @@ void pool_state::unmap_runs(const std::vector<granule_run>& runs) {
   }
 }
 
-std::vector<native_physical> pool_state::create_physical(std::size_t granules, bool unpublished) {
+std::vector<native_physical> pool_state::create_physical(std::size_t granules) {
   const std::size_t g = vm_granule();
   std::vector<native_physical> handles;
   handles.reserve(granules);
   while (handles.size() < granules) {
-    if (!reserve_bytes(g, unpublished)) break;
+    if (!reserve_bytes(g)) break;
     native_physical h = nullptr;
     try {
       h = backend_->create_physical();
     } catch (...) {
-      unreserve_bytes(g, unpublished);
-      release_physical(handles, unpublished);
+      unreserve_bytes(g);
+      release_physical(handles);
       throw;
     }
     if (h == nullptr) {
-      unreserve_bytes(g, unpublished);
+      unreserve_bytes(g);
       break;
     }
     upstream_creates_.fetch_add(1, std::memory_order_relaxed);
@@ -130,33 +129,11 @@ std::vector<native_physical> pool_state::create_physical(std::size_t granules, b
   return handles;
 }
 
-std::vector<native_physical> pool_state::create_physical_unlocked(
-    std::unique_lock<counted_mutex>& growth, std::size_t in_hand, std::size_t granules) {
-  // Creating is the slowest driver call of a growth (about 2 MiB per call), and threads that all
-  // grow at once, as at a program's start, each waited for every other's creation. Without
-  // growth_mu_, what this growth holds is in no registry that validate() could see under the
-  // lock: it is unpublished until the lock is back.
-  const std::size_t g = vm_granule();
-  count_unpublished(in_hand * g, /*add=*/true);
-  growth.unlock();
-  std::vector<native_physical> created;
-  try {
-    created = create_physical(granules, /*unpublished=*/true);
-  } catch (...) {
-    growth.lock();
-    count_unpublished(in_hand * g, /*add=*/false);
-    throw;
-  }
-  growth.lock();
-  count_unpublished((in_hand + created.size()) * g, /*add=*/false);
-  return created;
-}
-
-void pool_state::release_physical(std::vector<native_physical>& handles, bool unpublished) {
+void pool_state::release_physical(std::vector<native_physical>& handles) {
   for (native_physical h : handles) {
     backend_->release_physical(h);
     upstream_releases_.fetch_add(1, std::memory_order_relaxed);
-    unreserve_bytes(vm_granule(), unpublished);
+    unreserve_bytes(vm_granule());
   }
   handles.clear();
 }
@@ -201,17 +178,16 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
   const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
   // One growth at a time: the arena may say "unmapped" ahead of the device only while this is
   // held, and the driver calls below run under it (never under a shard's lock, which frees
-  // take), except the creation of physical memory (create_physical_unlocked), after which the
-  // growth plans again.
-  std::unique_lock growth(growth_mu_);
+  // take).
+  const std::lock_guard growth(growth_mu_);
   // Created before the plan is committed (or left over from an earlier growth); what this growth
-  // does not map stays spare for the next one. (Destroyed before `growth`: under the lock.)
+  // does not map stays spare for the next one.
   std::vector<native_physical> fresh = std::move(spare_physical_);
   spare_physical_.clear();
   struct keep_unused {
     std::vector<native_physical>& spare;
     std::vector<native_physical>& handles;
-    ~keep_unused() { spare.insert(spare.end(), handles.begin(), handles.end()); }
+    ~keep_unused() { spare = std::move(handles); }
   } unused{spare_physical_, fresh};
   bool marked = false;  // mark_free_large() ran for this growth
 
@@ -356,8 +332,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           bool refused = (total != 0 && to_create > total - std::min(total, reserved_now)) ||
                          (cap != 0 && to_create > cap - std::min(cap, reserved_now));
           if (!refused) {
-            std::vector<native_physical> more =
-                create_physical_unlocked(growth, fresh.size(), need - have);
+            std::vector<native_physical> more = create_physical(need - have);
             refused = more.size() != need - have;  // the upstream refused part of it
             fresh.insert(fresh.end(), more.begin(), more.end());
           }

@@ -62,16 +62,6 @@ void pool_state::unreserve_bytes(std::size_t bytes, bool unpublished) {
   reserved_now_.store(reserved_);
 }
 
-void pool_state::count_unpublished(std::size_t bytes, bool add) {
-  std::lock_guard lock(segments_mu_);
-  STREAMPOOL_ASSERT_INTERNAL(add || unpublished_ >= bytes);
-  if (add) {
-    unpublished_ += bytes;
-  } else {
-    unpublished_ -= bytes;
-  }
-}
-
 void* pool_state::grow(std::size_t bytes) {
   if (!reserve_bytes(bytes, /*unpublished=*/true)) return nullptr;
   void* p = nullptr;

@@ -21,9 +21,8 @@
 //                      stream's thread, which takes it with no atomic read-modify-write)
 //   class_list::mu     one size class's shared list, and the `carved` count of its slabs
 //   growth_mu_         virtual memory: serialises the large-block growths and give-backs that call
-//                      the driver (map, unmap, release), held across those calls. A growth
-//                      releases it while the driver creates physical memory (the slowest call),
-//                      and plans again after. Never taken by a free, nor by a reuse.
+//                      the driver (map, unmap, create, release), held across those calls. Never
+//                      taken by a free, nor by a reuse.
 //   large_shard::mu    one shard of the large blocks: its arena (free sets, live blocks, block
 //                      links) and its ranges' physical handles. Never held across a driver call.
 //   segments_mu_       the segment registry, reserved bytes, page map writes, slab pages
@@ -297,18 +296,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void unmap_runs(const std::vector<granule_run>& runs);
   /// Gives back free granules whose work is complete, at most `bytes` of them. Under growth_mu_.
   std::size_t release_free_granules(std::size_t bytes);
-  /// `unpublished`: the handles' bytes are counted in unpublished_ (create_physical's).
-  void release_physical(std::vector<native_physical>& handles, bool unpublished = false);
+  void release_physical(std::vector<native_physical>& handles);
   /// New physical granules within the memory limit; fewer than asked when refused.
-  /// `unpublished`: their bytes stay in unpublished_ (no registry holds them yet).
-  std::vector<native_physical> create_physical(std::size_t granules, bool unpublished = false);
-  /// create_physical() with `growth` (a growth's hold of growth_mu_) released around the driver
-  /// calls, so that other threads' growths plan, map and return meanwhile. The `in_hand`
-  /// granules the growth holds, and those created, are in unpublished_ while it is released.
-  std::vector<native_physical> create_physical_unlocked(std::unique_lock<counted_mutex>& growth,
-                                                        std::size_t in_hand, std::size_t granules);
-  /// Adds `bytes` to unpublished_ (`add`) or takes them out; reserved_ does not change.
-  void count_unpublished(std::size_t bytes, bool add);
+  std::vector<native_physical> create_physical(std::size_t granules);
 
   // ---- upstream memory and the out-of-memory ladder (pool_memory.cpp) ----
   /// Makes `s` wait for every token not ready for it. Returns true if any wait was needed.
@@ -375,10 +365,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   const bool virtual_large_;  // large blocks on virtual memory (backend has it, option allows)
   mutable counted_mutex growth_mu_;
   // Physical granules created for a growth that found memory elsewhere meanwhile (another thread
-  // freed a fitting block, or grew, while the driver created them). Kept for the next growth
-  // instead of released: reserved either way, and giving them back would be a driver call now and
-  // another one then. Guarded by growth_mu_; a growth appends what it leaves, since others may
-  // have left theirs while it created without the lock. Released by trim and the give-backs.
+  // freed a fitting block while the driver created them). Kept for the next growth instead of
+  // released: reserved either way, and giving them back would be a driver call now and another
+  // one then. Guarded by growth_mu_; released by trim and the give-backs.
   std::vector<native_physical> spare_physical_;
   // Bytes remapped so far (guarded by growth_mu_): beyond a budget of a fifth of peak live, added
   // to the slack within which growths create new memory instead of remapping, so that remapping

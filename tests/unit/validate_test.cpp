@@ -27,6 +27,12 @@ struct test_access {
   static pool_state& state(const sp::pool& p) { return *access::state(p); }
   static std::size_t& reserved(pool_state& s) { return s.reserved_; }
   static std::vector<native_physical>& spares(pool_state& s) { return s.spare_physical_; }
+  /// Counts `bytes` more as reserved, as reserve_bytes() does (exact count, mirror, peak).
+  static void add_reserved(pool_state& s, std::size_t bytes) {
+    s.reserved_ += bytes;
+    s.reserved_now_.store(s.reserved_);
+    if (s.reserved_ > s.peak_reserved_.load()) s.peak_reserved_.store(s.reserved_);
+  }
   static stream_cache& cache(pool_state& s, const sp::stream& st) {
     return access::cache_for(st.ref().get_timeline(), s, s.id());
   }
@@ -375,6 +381,21 @@ TEST_F(ValidateCatches, ABlockOnAGranuleWithoutMemory) {
   expect_broken("no memory");
   test_access::spares(state_).pop_back();
   r->handles[i] = h;
+}
+
+// Not a negative test, but one that needs the same access: spare granules (created by a growth
+// that then found memory elsewhere) go back on trim(). They did not: trim() asks for SIZE_MAX
+// bytes, and rounding that up to granules wrapped to 0.
+TEST_F(ValidateCatches, TrimGivesSpareGranulesBack) {
+  const std::size_t g = d_.get_backend().caps().vm_granularity;
+  test_access::spares(state_).push_back(d_.get_backend().create_physical());
+  test_access::add_reserved(state_, g);
+  ASSERT_EQ(broken(p_), "");
+  const std::size_t upstream = sp::host_allocated_bytes(d_.get_backend());
+  const std::size_t released = p_.trim();
+  EXPECT_GE(released, g);
+  EXPECT_TRUE(test_access::spares(state_).empty());
+  EXPECT_EQ(sp::host_allocated_bytes(d_.get_backend()), upstream - released);
 }
 
 #if STREAMPOOL_DEBUG_LEVEL >= 3
