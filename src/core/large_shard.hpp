@@ -36,9 +36,10 @@ struct alignas(64) large_shard {
   // taken once per large allocation and free and held for a few index operations, and in a running
   // program the mutex's calls into libpthread (two per critical section, through the PLT) are
   // cache misses of their own. Held for long only by a growth's search (windows, granules to
-  // remap, marker polls) under the growing shard's lock and its donors'; never across a driver
-  // call or a host wait. A waiter spins briefly, then yields; growth is rare once a program
-  // settles (0 driver calls per step).
+  // remap, and the marker queries its polls make) under the growing shard's lock and its
+  // donors'; never across a driver call that creates, maps or unmaps memory, nor a host wait. A
+  // waiter spins briefly, then yields; growth is rare once a program settles (0 driver calls per
+  // step).
   mutable spinlock mu;
   block_arena arena;
 
