@@ -46,6 +46,8 @@ pool_state::pool_state(const device& d, pool_options options)
   // (block_arena.hpp, index_min).
   const std::size_t arena_granularity =
       virtual_large_ ? backend_->caps().vm_granularity : backend_->caps().granularity;
+  // allocate_large()'s size for the smallest request it gets: small_max + 1 rounded up to
+  // min_block.
   const std::size_t smallest_large = (options_.small_max + min_block) / min_block * min_block;
   for (std::size_t i = 0; i < shard_count; ++i) {
     shards_[i] = std::make_unique<large_shard>(i, arena_granularity,
