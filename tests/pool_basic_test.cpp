@@ -116,6 +116,46 @@ TEST(PoolBasic, SmallClassesShareSlabPagesAndTrimGivesThemBack) {
   EXPECT_EQ(st.upstream_deallocations, 1u);
 }
 
+// One class: a bin past stream_cache_bytes spills its older half to the shared list, whichever way
+// the free goes (the owner thread's fast path declines a push past the bound and the locked
+// push spills; another thread's free takes the lock), and what was spilled serves another stream
+// with no growth.
+TEST(PoolBasic, ABinPastItsBoundSpillsItsOlderHalfToTheSharedList) {
+  sp::device d(sp::make_host_backend({}));
+  constexpr std::size_t per_class = std::size_t{64} << 10;
+  sp::pool p(d, {.stream_cache_bytes = per_class});
+  const auto cached_on = [&](const sp::stream& on) {
+    for (const sp::stream_statistics& c : p.statistics().streams)
+      if (c.timeline_id == on.ref().get_timeline().id()) return c.cached_bytes;
+    return std::size_t{0};
+  };
+  for (const bool other_thread : {false, true}) {
+    sp::stream s(d);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 48; ++i) blocks.push_back(p.allocate(s, 4096));  // 192 KiB
+    const auto free_all = [&] {
+      for (void* b : blocks) p.deallocate(s, b);
+    };
+    if (other_thread) {
+      std::thread(free_all).join();
+    } else {
+      free_all();
+    }
+    EXPECT_LE(cached_on(s), per_class) << "other thread: " << other_thread;
+    EXPECT_GT(cached_on(s), per_class / 4) << "the newer half stays";
+    s.synchronize();  // per stream, a spilled chunk is taken when its work is known complete
+    const std::size_t reserved = p.statistics().reserved_bytes;
+    const sp::pool_statistics before = p.statistics();
+    sp::stream t(d);
+    std::vector<void*> again;
+    for (int i = 0; i < 24; ++i) again.push_back(p.allocate(t, 4096));
+    const sp::pool_statistics after = p.statistics();
+    EXPECT_EQ(after.reserved_bytes, reserved) << "the spilled chunks serve another stream";
+    EXPECT_EQ(after.fresh_allocations, before.fresh_allocations);
+    for (void* b : again) p.deallocate(t, b);
+  }
+}
+
 // A stream that frees many size classes keeps at most 4 x stream_cache_bytes in its cache in
 // all, not that much per class: the fullest bin spills its older half to the shared lists.
 TEST(PoolBasic, AStreamCacheIsBoundedInTotalNotOnlyPerClass) {

@@ -41,6 +41,12 @@ struct access {
     stream_cache* c = line.first_cache(pool_id);
     return c != nullptr ? *c : *line.cache_for(p);
   }
+  /// The stream cache of `line` for pool `pool_id` when it is the timeline's first (no lock, no
+  /// call); else null, and cache_for() finds or makes it.
+  [[nodiscard]] static stream_cache* first_cache(const timeline& line,
+                                                 std::uint64_t pool_id) noexcept {
+    return line.first_cache(pool_id);
+  }
   [[nodiscard]] static native_queue queue(const timeline& line) noexcept {
     return line.queue_for_submit();
   }

@@ -149,6 +149,16 @@ class biased_lock {
     release_slow();
   }
 
+  /// The owner's entry alone, for a caller with a way of its own when it fails: true when the
+  /// calling thread now holds the lock biased (release with exit_biased(), not unlock()); false,
+  /// with nothing changed, for any other thread, an unbiased lock, or a visit in progress. No
+  /// call in it: the stream caches' fast paths save no registers for it.
+  [[gnu::always_inline]] bool try_enter_biased() noexcept { return enter_biased(); }
+  /// Ends a hold that try_enter_biased() took.
+  [[gnu::always_inline]] void exit_biased() noexcept {
+    busy_.store(false, std::memory_order_release);
+  }
+
   /// Whether the lock is still biased (tests, statistics).
   [[nodiscard]] bool biased() const noexcept { return owner_.load(std::memory_order_relaxed) != 0; }
   /// Acquisitions that had to wait for another holder.
@@ -158,7 +168,7 @@ class biased_lock {
 
  private:
   /// The owner's entry; false for any other thread, or when the owner finds revoked_ set.
-  bool enter_biased() noexcept {
+  [[gnu::always_inline]] bool enter_biased() noexcept {
     if (owner_.load(std::memory_order_relaxed) != thread_tag()) return false;
     // Not re-entrant (neither is a spinlock): a nested hold would release the outer one.
     STREAMPOOL_ASSERT_INTERNAL(!busy_.load(std::memory_order_relaxed));

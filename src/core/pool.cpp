@@ -10,10 +10,16 @@
 namespace streampool {
 
 namespace {
+[[noreturn, gnu::cold, gnu::noinline]] void used_after_move() {
+  STREAMPOOL_FAIL("pool: used after it was moved from");
+}
+
 // The pool behind a handle, or logic_error for a moved-from handle. A null check and nothing
-// else: it is on the allocate/deallocate fast path.
+// else: it is on the allocate/deallocate fast path, where the message built inline made the
+// compiler call this out of line.
 detail::pool_state& checked(const std::shared_ptr<detail::pool_state>& state) {
-  STREAMPOOL_EXPECTS(state != nullptr, "pool: used after it was moved from");
+  if (state == nullptr) [[unlikely]]
+    used_after_move();
   return *state;
 }
 }  // namespace

@@ -20,6 +20,23 @@ constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device'
 
 constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
+/// A chunk's state byte turns free; returns what it was (already free: a double free).
+[[gnu::always_inline]] inline std::uint8_t free_state(std::atomic<std::uint8_t>& state) noexcept {
+  // A double free fails before anything else changes. A load and a store, not an exchange (a
+  // locked instruction, a sixth of a 4 KiB pair): two frees of one pointer racing on two threads
+  // are a data race of the caller's and may both pass; ordered ones (the second starts after the
+  // first returned) are always caught. Builds with internal assertions (the debug and sanitizer
+  // presets) exchange, and catch the racing ones too.
+#if STREAMPOOL_DEBUG_LEVEL >= 2
+  return state.exchange(chunk_free, std::memory_order_acq_rel);
+#else
+  const std::uint8_t old = state.load(std::memory_order_acquire);
+  if (old != chunk_free) [[likely]]
+    state.store(chunk_free, std::memory_order_release);
+  return old;
+#endif
+}
+
 }  // namespace
 
 void pool_state::bad_request(stream_ref s, std::size_t bytes) const {
@@ -80,6 +97,34 @@ void pool_state::add_live(std::int64_t delta) noexcept {
 // ---- allocation -------------------------------------------------------------------------------
 
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
+  // The fast path: the chunk freed last on this stream, from its cache while the cache is biased
+  // to this thread. Nothing in it is a call and every way out of it is a tail call, so it saves
+  // no registers (their saving and restoring was a tenth of a 4 KiB pair). Anything else (a large
+  // request or a bad one, an empty bin, a cache this thread does not own, the allocation log)
+  // starts over on the full path, allocate_general(): nothing has changed by then.
+  if (bytes - 1 < options_.small_max && s.get_device().id() == device_id_ && !recorder_.on())
+      [[likely]] {
+    timeline& line = s.get_timeline();
+    stream_cache* c = access::first_cache(line, id_);
+    stream_cache::entry e{};
+    stream_cache::counted n{};
+    if (c != nullptr && c->pop_biased(class_of(bytes), e, n)) [[likely]] {
+      e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+      if (n.flush) [[unlikely]]
+        return add_live_then(n.delta, e.p);
+      note_peak(n.delta);
+      return e.p;
+    }
+  }
+  return allocate_general(s, bytes);
+}
+
+void* pool_state::add_live_then(std::int64_t delta, void* p) noexcept {
+  add_live(delta);
+  return p;
+}
+
+void* pool_state::allocate_general(stream_ref s, std::size_t bytes) {
   // Two compares inline; the messages are built out of line.
   if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
     bad_request(s, bytes);
@@ -232,6 +277,40 @@ void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noe
 // ---- deallocation -----------------------------------------------------------------------------
 
 void pool_state::deallocate(stream_ref s, void* p) {
+  // The fast path, like allocate()'s: a small block freed live on s goes to s's cache while the
+  // cache is biased to this thread, with no call but tail calls. Anything else before the state
+  // byte changes (the allocation log, a large block, a bad pointer, poisoning) starts over on the
+  // full path, deallocate_general(); after it, deallocate_chunk()'s own ways are taken.
+  if (!recorder_.on()) [[likely]] {
+    segment* seg = map_.find(p);
+    if (seg != nullptr && seg->kind == segment_kind::slab && !options_.poison_on_free) [[likely]] {
+      auto& sl = static_cast<slab&>(*seg);
+      const std::size_t i = sl.index_of(p);
+      if (sl.chunk_at(i) == p) [[likely]] {
+        const std::uint8_t old = free_state(sl.state(i));
+        if (old != chunk_live) [[unlikely]]
+          return deallocate_chunk_rest(sl, p, old, s);
+        timeline& line = s.get_timeline();
+        stream_cache* c = access::first_cache(line, id_);
+        stream_cache::counted n{};
+        if (c != nullptr &&
+            c->push_biased(sl.size_class, sl.chunk_size, {p, &sl, line.current()}, n)) [[likely]] {
+          if (n.flush) [[unlikely]]
+            add_live(n.delta);
+          return;
+        }
+        return cache_chunk(sl, p, s);
+      }
+    }
+  }
+  deallocate_general(s, p);
+}
+
+void pool_state::deallocate_chunk_rest(slab& sl, void* p, std::uint8_t old, stream_ref s) {
+  if (deallocate_chunk_slow(sl, p, old, &s, {})) cache_chunk(sl, p, s);
+}
+
+void pool_state::deallocate_general(stream_ref s, void* p) {
   // The allocation log, before the block can go to another thread (trace_recorder.hpp). A bad
   // pointer or a double free is not a live block of the log: nothing is written for it.
   if (recorder_.on()) [[unlikely]] {
@@ -264,22 +343,11 @@ void pool_state::deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<co
   if (sl.chunk_at(i) != p) [[unlikely]] {
     not_a_chunk_start(sl, p);
   }
-  // A double free fails before anything else changes. A load and a store, not an exchange (a
-  // locked instruction, a sixth of a 4 KiB pair): two frees of one pointer racing on two threads
-  // are a data race of the caller's and may both pass; ordered ones (the second starts after the
-  // first returned) are always caught. Builds with internal assertions (the debug and sanitizer
-  // presets) exchange, and catch the racing ones too.
-#if STREAMPOOL_DEBUG_LEVEL >= 2
-  const std::uint8_t old = sl.state(i).exchange(chunk_free, std::memory_order_acq_rel);
-#else
-  const std::uint8_t old = sl.state(i).load(std::memory_order_acquire);
-  if (old != chunk_free) [[likely]]
-    sl.state(i).store(chunk_free, std::memory_order_release);
-#endif
+  const std::uint8_t old = free_state(sl.state(i));
   if (old != chunk_live || s == nullptr || options_.poison_on_free) [[unlikely]] {
     if (!deallocate_chunk_slow(sl, p, old, s, uses)) return;
   }
-  // Fast path: freed on s with no use recorded on another stream: s's own cache.
+  // Freed on s with no use recorded on another stream: s's own cache.
   cache_chunk(sl, p, *s);
 }
 

@@ -175,13 +175,22 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[noreturn, gnu::cold, gnu::noinline]] void bad_request(stream_ref s, std::size_t bytes) const;
   /// s's stream cache for this pool, made on first use: one atomic load when it exists.
   stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
+  /// allocate() beyond its fast path, from the start: argument checks, large blocks, the
+  /// allocation log, and a stream cache's locked pop.
+  [[gnu::noinline]] void* allocate_general(stream_ref s, std::size_t bytes);
+  /// add_live(delta), then p: the fast path's tail call when the live count flushes.
+  [[gnu::noinline]] void* add_live_then(std::int64_t delta, void* p) noexcept;
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
   [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
   /// A chunk of the shared list of `cls`: a freed one that needs no wait, else one never handed
   /// out, else (pending_ok) a freed one behind a device-side wait.
   void* try_shared_small(stream_ref s, std::size_t cls, bool pending_ok);
   void* new_slab_chunk(std::size_t cls);
+  /// deallocate(s, p) beyond its fast path, from the start.
+  [[gnu::noinline]] void deallocate_general(stream_ref s, void* p);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);
+  /// deallocate(s, p)'s fast path found the chunk not plainly live (recorded uses, a double free).
+  [[gnu::noinline]] void deallocate_chunk_rest(slab& sl, void* p, std::uint8_t old, stream_ref s);
   /// The slow path of deallocate_chunk(): no stream, recorded uses, poisoning, or a double free.
   /// Returns true when the chunk goes on to s's stream cache after all (poisoned, on a stream
   /// with no use recorded elsewhere).

@@ -65,22 +65,11 @@ void stream::release() {
   state_.reset();
 }
 
-// One null check: ref() is on the way of every pool call made with a stream, so the conversion
-// is written out (a test and a branch) instead of going through checked_state().
+// ref() and the conversion to stream_ref are inline (stream.hpp): a test and a branch, and this
+// only when the stream was moved from.
 const detail::stream_state& stream::checked_state() const {
   STREAMPOOL_EXPECTS(state_ != nullptr, "stream: used after it was moved from");
   return *state_;
-}
-
-stream_ref stream::ref() const {
-  if (state_ == nullptr) [[unlikely]]
-    (void)checked_state();
-  return stream_ref(state_.get());
-}
-stream::operator stream_ref() const {
-  if (state_ == nullptr) [[unlikely]]
-    (void)checked_state();
-  return stream_ref(state_.get());
 }
 void stream::synchronize() const { ref().synchronize(); }
 const std::shared_ptr<timeline>& stream::get_timeline() const { return checked_state().line; }

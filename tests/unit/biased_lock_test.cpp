@@ -135,4 +135,71 @@ TEST(BiasedLock, TheOwnerWaitsForAVisitorInside) {
   EXPECT_EQ(counter, 2u);
 }
 
+TEST(BiasedLock, TryEnterBiasedIsTheOwnersAloneAndChangesNothingWhenRefused) {
+  sd::biased_lock l(/*bias=*/true);
+  const bool biased = l.biased();
+  ASSERT_EQ(l.try_enter_biased(), biased);
+  if (biased) l.exit_biased();
+  bool other = true;
+  std::thread([&] { other = l.try_enter_biased(); }).join();
+  EXPECT_FALSE(other) << "only the owner enters biased";
+  EXPECT_EQ(l.biased(), biased) << "a refused entry leaves the bias";
+  // A visitor inside: the owner's entry is refused and leaves nothing behind (the visitor's
+  // revoke then finds the owner out, and the owner enters again afterwards).
+  std::atomic<bool> inside{false}, release{false};
+  std::thread visitor([&] {
+    const sd::visit_guard g(l);
+    inside.store(true);
+    while (!release.load()) std::this_thread::yield();
+  });
+  while (!inside.load()) std::this_thread::yield();
+  EXPECT_FALSE(l.try_enter_biased());
+  release.store(true);
+  visitor.join();
+  EXPECT_EQ(l.try_enter_biased(), biased);
+  if (biased) l.exit_biased();
+  // Another thread's lock() drops the bias for good: the owner is refused from then on.
+  std::thread([&] {
+    l.lock();
+    l.unlock();
+  }).join();
+  EXPECT_FALSE(l.biased());
+  EXPECT_FALSE(l.try_enter_biased());
+}
+
+TEST(BiasedLock, TheOwnersTryEntryWithALockAfterItExcludesVisitors) {
+  // The stream caches' fast paths: try_enter_biased(), else lock() (pool_state::allocate).
+  sd::biased_lock l(/*bias=*/true);
+  std::uint64_t counter = 0;
+  std::atomic<bool> go{false};
+  constexpr int visits = rounds / 100;
+  std::thread visitor([&] {
+    while (!go.load()) std::this_thread::yield();
+    for (int i = 0; i < visits; ++i) {
+      const sd::visit_guard g(l);
+      bump(counter);
+    }
+  });
+  go.store(true);
+  int refused = 0;
+  for (int i = 0; i < rounds; ++i) {
+    if (l.try_enter_biased()) {
+      bump(counter);
+      l.exit_biased();
+    } else {
+      ++refused;
+      const std::lock_guard g(l);
+      bump(counter);
+    }
+  }
+  visitor.join();
+  EXPECT_EQ(counter, static_cast<std::uint64_t>(rounds + visits));
+  if (sd::asymmetric_fences_available()) {
+    EXPECT_TRUE(l.biased()) << "visits must not drop the bias";
+    EXPECT_LT(refused, rounds) << "the owner entered biased at least sometimes";
+  } else {
+    EXPECT_EQ(refused, rounds);
+  }
+}
+
 }  // namespace
