@@ -1,8 +1,10 @@
 // streampool: small blocks (up to small_max), allocation and free.
 //
 // The fast path is a hit in the stream's own cache, both ways: allocate() pops the chunk freed
-// last on this stream, deallocate_chunk() pushes onto it; each takes only the cache's spinlock,
-// and neither waits (the stream's queue is in order). Everything else is out of line, the way
+// last on this stream, deallocate(s, p) pushes onto it; each enters only the cache's lock, biased
+// to this thread, and neither waits (the stream's queue is in order). Both are written with no
+// call that returns (so they save no registers); what they cannot finish starts over on the full
+// path, allocate_general() and deallocate_general(). Everything else is out of line, the way
 // mimalloc splits _mi_page_malloc from _mi_malloc_generic: allocate_small() (shared lists, a
 // fresh chunk, a steal, a new slab) and deallocate_chunk_slow() (no stream, recorded uses,
 // poisoning, double frees). The live accounting both paths end in is here too, so that the fast
