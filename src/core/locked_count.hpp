@@ -27,10 +27,8 @@ class locked_count {
     v_.store(n, std::memory_order_relaxed);
     return *this;
   }
-  [[gnu::always_inline]] operator T()
-      const noexcept {  // NOLINT(google-explicit-constructor): reads as a count
-    return v_.load(std::memory_order_relaxed);
-  }
+  // NOLINTNEXTLINE(google-explicit-constructor): reads as a count
+  [[gnu::always_inline]] operator T() const noexcept { return v_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<T> v_{0};
