@@ -94,10 +94,13 @@ std::string stream_cache::find_broken_locked() const {
                   static_cast<unsigned long long>(timeline_id_),
                   static_cast<std::size_t>(total_bytes_), sum);
   }
-  if (const std::int64_t d = pending_live(); d >= live_flush_bytes || d <= -live_flush_bytes) {
-    return format("stream cache (timeline %llu): live delta %lld is not below the flush size %lld",
-                  static_cast<unsigned long long>(timeline_id_), static_cast<long long>(d),
-                  static_cast<long long>(live_flush_bytes));
+  if (const std::int64_t d = pending_live();
+      live_bound_ < live_flush_bytes || d >= live_bound_ || d <= -live_bound_) {
+    return format(
+        "stream cache (timeline %llu): live delta %lld is not below its bound %lld "
+        "(at least the flush size %lld)",
+        static_cast<unsigned long long>(timeline_id_), static_cast<long long>(d),
+        static_cast<long long>(live_bound_), static_cast<long long>(live_flush_bytes));
   }
   return {};
 }

@@ -28,8 +28,8 @@
 //   e.owner->size_class == c  and  e.owner->state(e.owner->index_of(e.p)) == chunk_free
 //                                                               for every entry e of bins_[c]
 //   orphaned_ || detached_  ==>  bins_[c].empty()
-//   allocations_ and deallocations_ only grow; live_delta_ lies in (-live_flush_bytes,
-//   live_flush_bytes).
+//   allocations_ and deallocations_ only grow; live_bound_ >= live_flush_bytes, and
+//   live_delta_ lies in (-live_bound_, live_bound_).
 // Lock order: pool caches lock -> cache lock -> shared class lock (a spill pushes to the shared
 // lists under this cache's lock).
 #pragma once
@@ -67,8 +67,9 @@ class alignas(64) stream_cache {
   };
 
   /// A change of this stream's live bytes: `delta` is what is pending here after it; `flush`
-  /// says it reached live_flush_bytes either way and was reset: the caller adds `delta` to the
-  /// pool's counter after unlocking (pool_state::add_live), else it stays pending here.
+  /// says it reached the step (live_flush_bytes, or more for a large block: count_live) either
+  /// way and was reset: the caller adds `delta` to the pool's counter after unlocking
+  /// (pool_state::add_live), else it stays pending here.
   struct counted {
     std::int64_t delta;
     bool flush;
@@ -146,10 +147,17 @@ class alignas(64) stream_cache {
     return room;
   }
 
-  /// Adds `bytes` (negative for a free) of a large block to this stream's live delta.
+  /// Adds `bytes` (negative for a free) of a large block to this stream's live delta. The step
+  /// is at least twice the change: a block as large as live_flush_bytes made every allocation and
+  /// every free flush, and the pool's counter, written by every thread, ran 16 MiB pairs on four
+  /// threads at a quarter of one thread's rate on the 2-core host (bench/RESULTS.md, 2026-12-05,
+  /// twentieth session). What stays pending is then at most twice this stream's last large
+  /// block; the next smaller change flushes it.
   counted count_live(std::int64_t bytes) noexcept {
     const std::lock_guard lock(mu_);
-    return count_live_locked(bytes);
+    const std::int64_t size = bytes < 0 ? -bytes : bytes;
+    live_bound_ = std::max(live_flush_bytes, 2 * size);
+    return count_live_locked(bytes, live_bound_);
   }
 
   // ---- the slow paths ----
@@ -297,9 +305,9 @@ class alignas(64) stream_cache {
     return count_live_locked(-static_cast<std::int64_t>(bytes));
   }
 
-  counted count_live_locked(std::int64_t bytes) noexcept {
+  counted count_live_locked(std::int64_t bytes, std::int64_t step = live_flush_bytes) noexcept {
     const std::int64_t d = live_delta_.load(std::memory_order_relaxed) + bytes;
-    const bool flush = d >= live_flush_bytes || d <= -live_flush_bytes;
+    const bool flush = d >= step || d <= -step;
     live_delta_.store(flush ? 0 : d, std::memory_order_relaxed);
     return {d, flush};
   }
@@ -328,6 +336,9 @@ class alignas(64) stream_cache {
   locked_count<std::uint64_t> allocations_;  // statistics: written under mu_, read without it
   locked_count<std::uint64_t> deallocations_;
   std::atomic<std::int64_t> live_delta_{0};
+  // The bound live_delta_ stays within: live_flush_bytes, or twice the last large change when
+  // that is more (count_live). Under mu_.
+  std::int64_t live_bound_ = live_flush_bytes;
   std::atomic<std::uint64_t> activity_at_last_look_{UINT64_MAX};
 };
 

@@ -38,6 +38,7 @@ struct test_access {
   }
   static auto& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
   static locked_count<std::size_t>& total_bytes(stream_cache& c) { return c.total_bytes_; }
+  static std::atomic<std::int64_t>& live_delta(stream_cache& c) { return c.live_delta_; }
   static std::vector<stream_cache::entry>& bin(stream_cache& c, std::size_t cls) {
     return c.bins_[cls];
   }
@@ -307,6 +308,48 @@ TEST_F(ValidateCatches, ACacheTotalThatIsNotItsBinsSum) {
   test_access::total_bytes(c) += 256;
   expect_broken("total bytes");
   test_access::total_bytes(c) -= 256;
+}
+
+TEST_F(ValidateCatches, ALiveDeltaBeyondItsBound) {
+  sp::detail::stream_cache& c = test_access::cache(state_, s_);
+  auto& delta = test_access::live_delta(c);
+  const std::int64_t was = delta.load();
+  // The fixture's last large change was 4 MiB: the bound is the flush size.
+  delta.store(sp::detail::stream_cache::live_flush_bytes);
+  expect_broken("live delta");
+  delta.store(was);
+}
+
+// A stream that allocates and frees large blocks of the flush size or more keeps the change
+// pending (the step is twice the block): the pool's counter, which every thread writes, is not
+// written at every call. The next smaller change flushes it, and the statistics stay exact.
+TEST(LiveDelta, LargeBlocksOfTheFlushSizeStayPendingAndTheNextSmallChangeFlushes) {
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d);
+  sp::stream s(d);
+  auto& state = test_access::state(p);
+  const auto flush = static_cast<std::size_t>(sp::detail::stream_cache::live_flush_bytes);
+  void* warm = p.allocate(s, 4096);  // makes s's cache
+  sp::detail::stream_cache& c = test_access::cache(state, s);
+  p.deallocate(s, warm);
+  const std::int64_t before = c.pending_live();
+  for (int i = 0; i < 4; ++i) {
+    void* q = p.allocate(s, flush);
+    EXPECT_EQ(c.pending_live(), before + static_cast<std::int64_t>(flush)) << "round " << i;
+    EXPECT_EQ(p.statistics().live_bytes, flush);
+    EXPECT_EQ(broken(p), "");
+    p.deallocate(s, q);
+    EXPECT_EQ(c.pending_live(), before);
+  }
+  void* big = p.allocate(s, flush);
+  void* small = p.allocate(s, 4096);  // a change under the flush size: the delta goes out
+  EXPECT_EQ(c.pending_live(), 0);
+  EXPECT_EQ(p.statistics().live_bytes, flush + p.block_size(small));
+  EXPECT_EQ(broken(p), "");
+  p.deallocate(s, small);
+  p.deallocate(s, big);
+  EXPECT_EQ(p.statistics().live_bytes, 0u);
+  EXPECT_GE(p.statistics().peak_live_bytes, flush + 4096);
 }
 
 TEST_F(ValidateCatches, ReservedBytesThatNoSegmentHolds) {
