@@ -75,11 +75,11 @@ class alignas(64) stream_cache {
     bool flush;
   };
   // Live bytes allocated minus freed on this stream (small and large blocks) and not yet added to
-  // the pool's live counter: it is added once its magnitude reaches live_flush_bytes, so that a
-  // stream's allocations and frees touch no shared cache line (one shared counter cost 16 threads
-  // 12x their 4 KiB pair rate on the H200). Large blocks are 256 KiB and up, and random sizes
-  // walk the delta away from zero, so the step is large: at 64 KiB the mixed pattern flushed on
-  // almost every large call.
+  // the pool's live counter: it is added once its magnitude reaches live_flush_bytes (or twice a
+  // larger block's size: count_live), so that a stream's allocations and frees touch no shared
+  // cache line (one shared counter cost 16 threads 12x their 4 KiB pair rate on the H200). Large
+  // blocks are 256 KiB and up, and random sizes walk the delta away from zero, so the step is
+  // large: at 64 KiB the mixed pattern flushed on almost every large call.
   static constexpr std::int64_t live_flush_bytes = std::int64_t{16} << 20;
   /// All bins together hold at most this many times the per-class limit (pool_options::
   /// stream_cache_bytes) after a push: 16 threads' caches then hold at most 16 x 32 MiB by
