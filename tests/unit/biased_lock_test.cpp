@@ -30,6 +30,20 @@ void bump(std::uint64_t& n) {
   n = v + 1;
 }
 
+/// The other side of an exclusion test: a thread that waits for `go`, then bumps `counter` n
+/// times, each under a fresh Guard on l (std::lock_guard: a lock(); sd::visit_guard: a visit).
+template <class Guard>
+std::thread bump_after(const std::atomic<bool>& go, sd::biased_lock& l, std::uint64_t& counter,
+                       int n) {
+  return std::thread([&go, &l, &counter, n] {
+    while (!go.load()) std::this_thread::yield();
+    for (int i = 0; i < n; ++i) {
+      const Guard g(l);
+      bump(counter);
+    }
+  });
+}
+
 TEST(BiasedLock, IsBiasedToItsMakerExactlyWhenTheFenceIsAvailable) {
   const sd::biased_lock l(/*bias=*/true);
   EXPECT_EQ(l.biased(), sd::asymmetric_fences_available());
@@ -78,13 +92,7 @@ TEST(BiasedLock, AnotherThreadsLockDropsTheBiasAndBothStillExcludeEachOther) {
   sd::biased_lock l(/*bias=*/true);
   std::uint64_t counter = 0;
   std::atomic<bool> go{false};
-  std::thread other([&] {
-    while (!go.load()) std::this_thread::yield();
-    for (int i = 0; i < rounds; ++i) {
-      const std::lock_guard g(l);
-      bump(counter);
-    }
-  });
+  std::thread other = bump_after<std::lock_guard<sd::biased_lock>>(go, l, counter, rounds);
   go.store(true);
   for (int i = 0; i < rounds; ++i) {
     const std::lock_guard g(l);
@@ -173,13 +181,7 @@ TEST(BiasedLock, TheOwnersTryEntryWithALockAfterItExcludesVisitors) {
   std::uint64_t counter = 0;
   std::atomic<bool> go{false};
   constexpr int visits = rounds / 100;
-  std::thread visitor([&] {
-    while (!go.load()) std::this_thread::yield();
-    for (int i = 0; i < visits; ++i) {
-      const sd::visit_guard g(l);
-      bump(counter);
-    }
-  });
+  std::thread visitor = bump_after<sd::visit_guard>(go, l, counter, visits);
   go.store(true);
   int refused = 0;
   for (int i = 0; i < rounds; ++i) {
