@@ -491,7 +491,8 @@ TEST(LargeBlocksPerStream, TheReleaseThresholdIsALimitNotAChurn) {
   std::size_t one = 0;
   {
     sp::device d = vm_device();
-    sp::pool probe(d, {.share_between_streams = false});
+    // No shelf, as in p below (a release threshold turns it off): the same placement.
+    sp::pool probe(d, {.large_cache_bytes = 0, .share_between_streams = false});
     sp::stream s(d);
     step(probe, s);
     one = probe.statistics().reserved_bytes;
@@ -531,4 +532,160 @@ TEST(LargeBlocksPerStream, UnderTheMemoryLimitLiveStreamsShare) {
   p.deallocate(b, r);
   b.synchronize();
   EXPECT_EQ(p.statistics().live_bytes, 0u);
+}
+
+// ---- the shelf (large_shelf.hpp): large blocks just freed, kept for their stream ----
+
+namespace {
+
+/// Bytes of large blocks the snapshot shows free on a stream's shelf.
+std::size_t shelved_bytes(const sp::pool& p) {
+  std::size_t n = 0;
+  for (const auto& r : p.snapshot().ranges) {
+    if (r.kind == sp::range_kind::slab) continue;
+    for (const auto& b : r.blocks)
+      if (b.status == sp::block_status::free && b.place == sp::block_place::stream_cache)
+        n += b.size;
+  }
+  return n;
+}
+
+void expect_valid(const sp::pool& p) { EXPECT_NO_THROW(sp::detail::access::state(p)->validate()); }
+
+}  // namespace
+
+TEST(LargeShelf, AFreedBlockServesTheNextRequestOfItsClass) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* a = p.allocate(s, 3 * MiB + 1);
+  EXPECT_EQ(p.block_size(a), 3 * MiB + MiB / 4) << "rounded up to its class, an eighth of 2 MiB";
+  p.deallocate(s, a);
+  EXPECT_EQ(shelved_bytes(p), 3 * MiB + MiB / 4);
+  EXPECT_EQ(p.statistics().live_bytes, 0U) << "a shelved block is not live";
+  expect_valid(p);
+  const auto before = p.statistics();
+  void* b = p.allocate(s, 3 * MiB + 100 * 1024);  // the same class
+  EXPECT_EQ(b, a);
+  EXPECT_EQ(p.statistics().upstream_calls(), before.upstream_calls());
+  EXPECT_EQ(shelved_bytes(p), 0U);
+  void* c = p.allocate(s, 3 * MiB + MiB / 2);  // the next class: not from the shelf
+  EXPECT_NE(c, a);
+  p.deallocate(s, b);
+  p.deallocate(s, c);
+  expect_valid(p);
+}
+
+TEST(LargeShelf, ADoubleFreeOfAShelvedBlockIsRefusedAndThePoolStaysValid) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  void* a = p.allocate(s, 5 * MiB);
+  p.deallocate(s, a);
+  EXPECT_THROW(p.deallocate(s, a), std::logic_error);
+  EXPECT_THROW((void)p.block_size(a), std::logic_error);
+  EXPECT_FALSE(p.owns(a));
+  expect_valid(p);
+  EXPECT_EQ(p.allocate(s, 5 * MiB), a);  // still on the shelf, once
+  EXPECT_NE(p.allocate(s, 5 * MiB), a);
+  expect_valid(p);
+}
+
+TEST(LargeShelf, TheShelfKeepsAtMostItsBoundAndTheNewest) {
+  sp::device d = vm_device();
+  const std::size_t bound = 16 * MiB;
+  sp::pool p(d, {.large_cache_bytes = bound});
+  sp::stream s(d);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(p.allocate(s, 3 * MiB));
+  for (void* b : blocks) p.deallocate(s, b);
+  EXPECT_EQ(shelved_bytes(p), 15 * MiB) << "five of ten 3 MiB blocks fit 16 MiB";
+  expect_valid(p);
+  // The newest (the last freed) come back first.
+  for (int i = 9; i >= 5; --i)
+    EXPECT_EQ(p.allocate(s, 3 * MiB), blocks[static_cast<std::size_t>(i)]);
+  EXPECT_EQ(shelved_bytes(p), 0U);
+  expect_valid(p);
+}
+
+TEST(LargeShelf, TrimAndGrowthSeeShelvedMemory) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  sp::stream s(d);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(p.allocate(s, 4 * MiB));
+  for (void* b : blocks) p.deallocate(s, b);
+  EXPECT_EQ(shelved_bytes(p), 32 * MiB);
+  // A request of another class fits in the shelved memory: the growth takes it, creating none.
+  const std::size_t reserved = p.statistics().reserved_bytes;
+  void* big = p.allocate(s, 24 * MiB);
+  EXPECT_EQ(p.statistics().reserved_bytes, reserved);
+  EXPECT_EQ(shelved_bytes(p), 0U);
+  p.deallocate(s, big);
+  expect_valid(p);
+  for (int i = 0; i < 4; ++i) p.deallocate(s, p.allocate(s, 4 * MiB));
+  EXPECT_GT(shelved_bytes(p), 0U);
+  p.trim();
+  EXPECT_EQ(shelved_bytes(p), 0U);
+  EXPECT_EQ(p.statistics().reserved_bytes, 0U) << "trim gives shelved memory back too";
+  expect_valid(p);
+}
+
+TEST(LargeShelf, AGoneStreamsShelfGoesBackAndANewStreamUsesTheMemory) {
+  sp::device d = vm_device();
+  sp::pool p(d);
+  {
+    sp::stream s(d);
+    p.deallocate(s, p.allocate(s, 6 * MiB));
+    EXPECT_EQ(shelved_bytes(p), 6 * MiB);
+  }
+  EXPECT_EQ(shelved_bytes(p), 0U);
+  expect_valid(p);
+  const std::size_t reserved = p.statistics().reserved_bytes;
+  sp::stream t(d);
+  void* q = p.allocate(t, 6 * MiB);
+  EXPECT_EQ(p.statistics().reserved_bytes, reserved);
+  p.deallocate(t, q);
+}
+
+TEST(LargeShelf, OffUnderAMemoryLimitOrWhenAskedSo) {
+  for (const sp::pool_options o :
+       {sp::pool_options{.memory_limit = 1024 * MiB}, sp::pool_options{.large_cache_bytes = 0}}) {
+    sp::device d = vm_device();
+    sp::pool p(d, o);
+    sp::stream s(d);
+    void* a = p.allocate(s, 3 * MiB + 1);
+    EXPECT_EQ(p.block_size(a), 3 * MiB + 256) << "no class rounding without a shelf";
+    p.deallocate(s, a);
+    EXPECT_EQ(shelved_bytes(p), 0U);
+    expect_valid(p);
+  }
+}
+
+TEST(LargeShelf, ThreadsOnTheirOwnStreamsKeepTheCountsExact) {
+  sp::device d = vm_device();
+  sp::pool p(d, {.large_cache_bytes = 64u << 20});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&p, &d, t] {
+      sp::stream s(d);
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<void*> live;
+      for (int i = 0; i < 2000; ++i) {
+        if (live.size() < 16 && rng() % 2 == 0) {
+          live.push_back(p.allocate(s, (256 << 10) + rng() % (8 * MiB)));
+        } else if (!live.empty()) {
+          const std::size_t k = rng() % live.size();
+          p.deallocate(s, live[k]);
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+      }
+      for (void* q : live) p.deallocate(s, q);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(p.statistics().live_bytes, 0U);
+  expect_valid(p);
+  EXPECT_EQ(p.statistics().live_bytes, 0U);
+  EXPECT_EQ(shelved_bytes(p), 0U) << "every stream is gone";
 }

@@ -86,6 +86,9 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 sp::pool_options plugin_options() {
   sp::pool_options o;
   o.share_between_streams = false;  // the default, said here because the plug-in depends on it
+  // No shelf: training keeps the tightest placement (best fit, no class rounding), which is its
+  // memory lead (docs/large-blocks.md, "The shelf").
+  o.large_cache_bytes = 0;
   const char* v = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
   if (v == nullptr) return o;
   const std::string value = v;

@@ -69,6 +69,7 @@ arena_block* block_arena::new_block() {
   b->prev = b->next = nullptr;
   b->state = block_state::unmapped;
   b->absorbed_complete = false;
+  b->shelved = false;
   b->tokens.clear();  // keeps the capacity: no malloc when the next free block gets its tokens
   return b;
 }

@@ -82,6 +82,9 @@ struct arena_block {
   // Free: this block absorbed a neighbour and dropped some of its tokens (complete by then), so
   // the "merged" invariant above is exempt at its boundaries. Cleared when it is handed out.
   bool absorbed_complete = false;
+  // Live here, but free to the program: on its shard's shelf (large_shelf.hpp), its free tokens
+  // in `tokens`. The arena does not look at it; the pool does (a free of it is a double free).
+  bool shelved = false;
   token_set tokens;  // mapped: what reuse waits for; live: recorded uses
   // Live: the timeline id of the stream it was handed to, for snapshots (0: not known).
   std::uint64_t stream = 0;

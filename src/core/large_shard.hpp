@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "block_arena.hpp"
+#include "large_shelf.hpp"
 #include "locked_count.hpp"
 #include "spinlock.hpp"
 
@@ -28,8 +29,8 @@ namespace streampool::detail {
 
 struct alignas(64) large_shard {
   large_shard(std::size_t shard_index, std::size_t granularity, bool keep_streams_apart,
-              std::size_t index_min)
-      : index(shard_index), arena(granularity, keep_streams_apart, index_min) {}
+              std::size_t index_min, std::size_t shelf_limit)
+      : index(shard_index), arena(granularity, keep_streams_apart, index_min), shelf(shelf_limit) {}
 
   const std::size_t index;
   // Guards arena, the handles of its ranges, and what follows. A spinlock, not a mutex: it is
@@ -42,6 +43,9 @@ struct alignas(64) large_shard {
   // step).
   mutable spinlock mu;
   block_arena arena;
+  // Large blocks just freed, kept live in `arena` for the next request of their size class
+  // (large_shelf.hpp). Off (limit 0) on the segment path and when pool_options says so.
+  large_shelf shelf;
 
   /// Streams whose caches live and use this shard (pool_state::make_stream_cache gives a new
   /// stream the shard with the fewest, so that it inherits the memory of a stream that is gone).

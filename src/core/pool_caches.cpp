@@ -29,6 +29,11 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
 }
 
 void pool_state::stream_gone(std::size_t shard) {
+  {
+    // What the stream shelved goes back with it (the shard may be shared: all of it).
+    const std::lock_guard lock(shards_[shard]->mu);
+    empty_shelf(*shards_[shard]);
+  }
   shards_[shard]->streams.fetch_sub(1);
   gone_since_forget_.fetch_add(1, std::memory_order_acq_rel);
 }

@@ -54,10 +54,18 @@ constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 // ---- both paths -------------------------------------------------------------------------------
 
 void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
-  const std::size_t size = round_up(bytes, min_block);
   // Looked up once: every path below counts live bytes through it.
   stream_cache& cache = cache_of(s.get_timeline());
   if (virtual_large_) {
+    // A request the shelf may serve is placed with its class's size, so that the block fits every
+    // request of the class when it comes back to the shelf.
+    large_shard& own = *shards_[cache.shard()];
+    const bool shelvable = own.shelf.on() && bytes <= large_shelf::max_block;
+    const std::size_t size =
+        shelvable ? large_shelf::class_size_of(bytes) : round_up(bytes, min_block);
+    if (shelvable) {
+      if (void* p = take_shelved(s, cache, own, size)) return p;
+    }
     const large_reach first =
         options_.share_between_streams ? large_reach::every_shard : large_reach::own_and_idle;
     void* p = with_reclaim(size, [&]() -> void* {
@@ -77,6 +85,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     }
     return p;
   }
+  const std::size_t size = round_up(bytes, min_block);
   return with_reclaim(size, [&]() -> void* {
     if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/false,
                                 /*try_only=*/false, large_reach::every_shard)) {
@@ -94,6 +103,38 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
     return take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
                          /*try_only=*/false, large_reach::every_shard);
   });
+}
+
+void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& sh,
+                               std::size_t size) {
+  std::uintptr_t start = 0;
+  {
+    const std::lock_guard lock(sh.mu);
+    // Only blocks that need no wait: freed on this stream (in-order queue), or complete.
+    const timeline* me = &s.get_timeline();
+    arena_block* b = sh.shelf.pop(large_shelf::class_of(size), [me](const arena_block& x) {
+      return all_ready_for(x.tokens, me);
+    });
+    if (b == nullptr) return nullptr;
+    b->tokens.clear();
+    b->stream = cache.timeline_id();
+    ++sh.allocations;  // a same-stream reuse: the shelf counts it (statistics)
+    start = b->start;
+  }
+  count_live(cache, static_cast<std::int64_t>(size));
+  return to_ptr(start);
+}
+
+void pool_state::empty_shelf(large_shard& sh) {
+  sh.shelf.empty([&](arena_block* b) { sh.arena.release(b, std::move(b->tokens)); });
+}
+
+void pool_state::empty_shelves(const large_shard* own, large_reach reach) {
+  for (const auto& sh : shards_) {
+    if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
+    const std::lock_guard lock(sh->mu);
+    empty_shelf(*sh);
+  }
 }
 
 void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard& sh,
@@ -182,11 +223,15 @@ void* pool_state::hand_out_large(stream_ref s, stream_cache& cache, std::uintptr
 void pool_state::deallocate_large(large_range& r, void* p, std::span<const token> uses,
                                   stream_ref* s) {
   large_shard& sh = *r.shard;
+  // Looked up before the shard's lock: a stream's first call makes its cache.
+  stream_cache* cache = s != nullptr ? &cache_of(s->get_timeline()) : nullptr;
+  // Only onto the freeing stream's own shelf (its shard's): a shelf empties when its stream goes.
+  const bool shelve = cache != nullptr && &sh == shards_[cache->shard()].get() && sh.shelf.on();
   std::size_t size = 0;
   {
     std::lock_guard lock(sh.mu);
     arena_block* b = sh.arena.find_live(to_addr(p));
-    if (b == nullptr) {
+    if (b == nullptr || b->shelved) {
       STREAMPOOL_FAIL(
           format("deallocate: %s is not the start of a live block of pool %llu "
                  "(double free, or a pointer into a block)",
@@ -201,11 +246,18 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     }
     if (s != nullptr) merge_free_point(tokens, *s);
     for (const token& t : uses) merge_token(tokens, t);
-    sh.arena.release(b, std::move(tokens));
+    if (shelve && large_shelf::fits(size)) {
+      // Onto the shelf, for the next request of its class; the oldest go into the arena past
+      // the bound.
+      b->tokens = std::move(tokens);
+      sh.shelf.push(b, [&](arena_block* old) { sh.arena.release(old, std::move(old->tokens)); });
+    } else {
+      sh.arena.release(b, std::move(tokens));
+    }
     ++sh.deallocations;
   }
-  if (s != nullptr) {
-    count_live(cache_of(s->get_timeline()), -static_cast<std::int64_t>(size));
+  if (cache != nullptr) {
+    count_live(*cache, -static_cast<std::int64_t>(size));
   } else {
     count_deallocation(size);
   }
@@ -229,7 +281,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
 void pool_state::record_use_large(large_range& r, void* p, const token& use) {
   std::lock_guard lock(r.shard->mu);
   arena_block* b = r.shard->arena.find_live(to_addr(p));
-  STREAMPOOL_EXPECTS(b != nullptr,
+  STREAMPOOL_EXPECTS(b != nullptr && !b->shelved,
                      format("record_use: %s is not the start of a live block of pool %llu",
                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
   merge_token(b->tokens, use);
@@ -251,6 +303,7 @@ void pool_state::mark_free_large(const timeline* skip, const large_shard* own, l
 }
 
 std::size_t pool_state::trim_large() {
+  empty_shelves();
   // What has finished by now goes back, also where no marker says so yet.
   mark_free_large(nullptr);
   if (virtual_large_) {

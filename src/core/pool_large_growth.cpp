@@ -154,6 +154,7 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
     std::vector<native_physical> handles;
     {
       std::lock_guard lock(sh->mu);
+      empty_shelf(*sh);  // shelved blocks are free memory too
       // Pieces kept apart while different streams' work on them was pending: what has completed
       // merges first, so that whole granules across their boundaries go back too.
       sh->arena.for_each_mapped_free(
@@ -198,6 +199,9 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
     std::uintptr_t window = 0, extent_lo = 0, extent_hi = 0;
     token_set waits;
     bool fresh_memory = false;
+    // Shelved blocks within reach go into their arenas first: growth plans over all the free
+    // memory it may use (large_shelf.hpp). Once per pass: the reach may have widened.
+    empty_shelves(&own, reach);
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
     if (void* p = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
                                 /*try_only=*/false, reach)) {

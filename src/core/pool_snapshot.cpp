@@ -185,7 +185,9 @@ pool_snapshot pool_state::snapshot() const {
         b.size = a->size;
         switch (a->state) {
           case block_state::live:
-            b.status = block_status::live;
+            // A shelved block is free to the program, kept for its stream (large_shelf.hpp).
+            b.status = a->shelved ? block_status::free : block_status::live;
+            b.place = a->shelved ? block_place::stream_cache : block_place::none;
             b.stream = a->stream;
             break;
           case block_state::mapped:

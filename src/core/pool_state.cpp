@@ -50,9 +50,10 @@ pool_state::pool_state(const device& d, pool_options options)
   // min_block.
   const std::size_t smallest_large = (options_.small_max + min_block) / min_block * min_block;
   for (std::size_t i = 0; i < shard_count; ++i) {
-    shards_[i] = std::make_unique<large_shard>(i, arena_granularity,
-                                               /*keep_streams_apart=*/virtual_large_,
-                                               std::min(smallest_large, arena_granularity));
+    shards_[i] =
+        std::make_unique<large_shard>(i, arena_granularity,
+                                      /*keep_streams_apart=*/virtual_large_,
+                                      std::min(smallest_large, arena_granularity), shelf_limit());
   }
   const std::size_t g = backend_->caps().granularity;
   STREAMPOOL_EXPECTS(g >= page_map::page_size && (g & (g - 1)) == 0,
@@ -65,6 +66,15 @@ pool_state::pool_state(const device& d, pool_options options)
   registry().push_back(this);
 }
 
+std::size_t pool_state::shelf_limit() const noexcept {
+  // A memory limit or a release threshold asks for the tightest memory: a shelf holds blocks out
+  // of the arena while other streams place theirs, and two streams sharing memory under a
+  // threshold then remapped every few steps instead of settling (LargeBlocksPerStream.
+  // TheReleaseThresholdIsALimitNotAChurn).
+  const bool tight = limit_.load() != 0 || options_.release_threshold != SIZE_MAX;
+  return virtual_large_ && !tight ? options_.large_cache_bytes : 0;
+}
+
 pool_state::~pool_state() {
   {
     std::lock_guard lock(registry_mu());
@@ -72,6 +82,7 @@ pool_state::~pool_state() {
   }
   // Work queued on freed memory may still run; the upstream must not get it back before that.
   flush_caches();
+  empty_shelves();
   wait_all_pending();
   const std::size_t live = live_bytes();  // before the caches (and their counters) go
   std::vector<std::shared_ptr<stream_cache>> caches;
@@ -166,7 +177,7 @@ std::size_t pool_state::block_size(const void* p) const {
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
   std::lock_guard lock(sh.mu);
   const arena_block* b = sh.arena.find_live(to_addr(p));
-  STREAMPOOL_EXPECTS(b != nullptr,
+  STREAMPOOL_EXPECTS(b != nullptr && !b->shelved,
                      format("block_size: %s is not a live block", format_ptr(p).c_str()));
   return b->size;
 }
@@ -181,7 +192,8 @@ bool pool_state::owns(const void* p) const noexcept {
   }
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
   std::lock_guard lock(sh.mu);
-  return sh.arena.find_live(to_addr(p)) != nullptr;
+  const arena_block* b = sh.arena.find_live(to_addr(p));
+  return b != nullptr && !b->shelved;
 }
 
 }  // namespace streampool::detail

@@ -254,6 +254,18 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] bool within_reach(const large_shard& own, const large_shard& other,
                                   large_reach reach) const noexcept;
   void* allocate_large(stream_ref s, std::size_t bytes);
+  /// The shelves' bound (large_shelf.hpp): pool_options::large_cache_bytes on virtual memory,
+  /// without a memory limit or release threshold; else 0 (off).
+  [[nodiscard]] std::size_t shelf_limit() const noexcept;
+  /// The newest block of `size`'s class on the shelf of `sh` that needs no wait for the cache's
+  /// stream, handed out; nullptr when there is none (large_shelf.hpp).
+  void* take_shelved(stream_ref s, stream_cache& cache, large_shard& sh, std::size_t size);
+  /// Every block on the shelf of `sh` goes into its arena (under sh.mu).
+  static void empty_shelf(large_shard& sh);
+  /// The same for every shard, or with `own` for the shards within `reach` of it (each under its
+  /// lock): before anything that must see all the free memory (growth, trim, the pool's end).
+  void empty_shelves(const large_shard* own = nullptr,
+                     large_reach reach = large_reach::every_shard);
   /// Best fit among the free blocks of `sh` with memory behind them: one that needs no wait, else
   /// (when `pending_ok`) the best fit behind a device-side wait. `split_big`: segment path, rule 2.
   /// `try_only`: skip the shard if its lock is held (a probe of another stream's shard).

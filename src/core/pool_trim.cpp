@@ -104,6 +104,7 @@ pool_statistics pool_state::statistics() const {
     st.fresh_allocations += sh->fresh_allocations;
     st.ready_reuses += sh->ready_reuses;
     st.waited_reuses += sh->waited_reuses;
+    st.same_stream_reuses += sh->shelf.hits();
     st.contention.per_large_shard.push_back(sh->mu.contended());
     st.contention.large_shards += st.contention.per_large_shard.back();
   }

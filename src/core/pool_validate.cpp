@@ -159,6 +159,16 @@ void pool_state::validate_large(std::size_t& work) const {
     work += sh->arena.live_count() + sh->arena.mapped_count() + sh->arena.unmapped_free().size();
     if (std::string why = sh->arena.find_broken(); !why.empty())
       broken(id_, format("shard %zu: %s", sh->index, why.c_str()));
+    if (std::string why = sh->shelf.find_broken(); !why.empty())
+      broken(id_, format("shard %zu: %s", sh->index, why.c_str()));
+    std::size_t shelved = 0;  // live blocks marked shelved: exactly the shelf's (large_shelf.hpp)
+    for (const auto& r : sh->arena.ranges())
+      for (const arena_block* b = r->first; b != nullptr; b = b->next)
+        shelved += static_cast<std::size_t>(b->state == block_state::live && b->shelved);
+    if (shelved != sh->shelf.count()) {
+      broken(id_, format("shard %zu: %zu live blocks are marked shelved, its shelf lists %zu",
+                         sh->index, shelved, sh->shelf.count()));
+    }
     for (const auto& r : sh->arena.ranges()) {
       const auto* lr = static_cast<const large_range*>(r->owner);
       if (lr == nullptr || lr->shard != sh.get() || lr->arena != r.get() ||

@@ -251,7 +251,8 @@ class ValidateCatches : public ::testing::Test {  // NOLINT(readability-identifi
  protected:
   ValidateCatches()
       : d_(sp::make_host_backend({.granularity = 64u << 10, .vm_granularity = 1u << 20})),
-        p_(d_),
+        // No shelf: the large block freed below must be a free block of the arena.
+        p_(d_, {.large_cache_bytes = 0}),
         s_(d_),
         state_(test_access::state(p_)) {
     // A block in s's stream cache, a free large block, a live large block after it.

@@ -3,7 +3,7 @@
 //
 //   replay [--backend host|host-segments|cuda|exact|exact-granular|all]... [--granularity BYTES]
 //          [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] [--quiet-after K]
-//          [--lag N] [--per-stream|--shared] [--html OUT.html]
+//          [--lag N] [--per-stream|--shared] [--large-cache BYTES] [--html OUT.html]
 //          TRACE[.gz]
 //
 // Trace format: bench/traces/README.md (`<action> <id> <size> <stream>`, '#' comments). The
@@ -44,6 +44,9 @@
 // --shared: streampool's pools share large blocks between live streams
 // (pool_options::share_between_streams). By default they keep them with the streams
 // that free them, as the PyTorch plug-in's pool does; --per-stream says so explicitly.
+//
+// --large-cache BYTES: streampool's per-stream shelf of large blocks
+// (pool_options::large_cache_bytes). Off by default here, as in the PyTorch plug-in.
 //
 // --html OUT.html: also write the memory picture (docs/memory-picture.md): one self-contained page
 // with live and reserved bytes over the events for each allocator replayed, and the block map and
@@ -304,7 +307,8 @@ int usage() {
       stderr,
       "usage: replay [--backend host|host-segments|cuda|exact|exact-granular|all]... "
       "[--granularity BYTES] [--vm-granularity BYTES] [--max-ratio R] [--max-host-waits N] "
-      "[--quiet-after K] [--lag N] [--per-stream|--shared] [--html OUT.html] TRACE[.gz]\n");
+      "[--quiet-after K] [--lag N] [--per-stream|--shared] [--large-cache BYTES] "
+      "[--html OUT.html] TRACE[.gz]\n");
   return 2;
 }
 
@@ -323,6 +327,7 @@ int main(int argc, char** argv) {
   std::string html_path;
   std::string path;
   streampool::pool_options pool_options;
+  pool_options.large_cache_bytes = 0;  // the PyTorch plug-in's, whose runs the traces are
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--backend" && i + 1 < argc) {
@@ -343,6 +348,8 @@ int main(int argc, char** argv) {
       pool_options.share_between_streams = false;
     } else if (a == "--shared") {
       pool_options.share_between_streams = true;
+    } else if (a == "--large-cache" && i + 1 < argc) {
+      pool_options.large_cache_bytes = std::strtoull(argv[++i], nullptr, 0);
     } else if (a == "--html" && i + 1 < argc) {
       html_path = argv[++i];
     } else if (a.rfind("--", 0) == 0 || !path.empty()) {

@@ -1,0 +1,199 @@
+// streampool: the shelf, a shard's cache of large blocks just freed (docs/large-blocks.md,
+// "The shelf").
+//
+// A large block of at most max_block bytes freed on a stream does not go back into the arena at
+// once: it stays live there, marked shelved (arena_block::shelved), and waits on its shard's
+// shelf, in the bin of its size class. The next request of that class on the shard takes the
+// newest one back: no search, no split, no merge, none of the arena's index work, which was most
+// of a large allocation and free (docs/large-blocks.md, "What a call costs"). Requests that may
+// be shelved are rounded up to their class (eight per power of two, so at most an eighth more),
+// so that every block of a bin fits every request of its class exactly.
+//
+// Bounded: past `limit` bytes, the oldest blocks (by push order, over all bins) go back into the
+// arena. The pool empties the shelf into the arena before anything that needs to see all the
+// free memory: a growth over the shards within its reach, trim, the give-backs, the stream that
+// uses the shard going away, and the pool's end.
+//
+// Invariants (under the shard's lock; pool_state::validate_large checks them):
+//   - every entry's block is live in the shard's arena, with shelved set and size == its class's
+//     size; no block is listed twice; every live block of the arena with shelved set is listed;
+//   - bytes() == the sum of the entries' sizes, count() == their number;
+//   - within a bin, entries are in push order (oldest first: seq grows).
+// The shelf takes no lock and does no I/O: the pool calls it under the shard's lock.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "block_arena.hpp"
+#include "locked_count.hpp"
+#include "size_classes.hpp"
+#include "streampool/error.hpp"
+
+namespace streampool::detail {
+
+class large_shelf {
+ public:
+  /// Blocks above this are never shelved (nor rounded): few, and each worth the arena's
+  /// placement.
+  static constexpr std::size_t max_block = std::size_t{16} << 20;
+  /// Classes up to 2 KiB are min_block apart (8 of them); above, eight per power of two up to
+  /// max_block.
+  static constexpr std::size_t classes = 8 + 8 * (std::bit_width(max_block - 1) - 11);
+
+  /// `limit`: the most bytes the shelf holds after a push (pool_options::large_cache_bytes); 0
+  /// turns the shelf off.
+  explicit large_shelf(std::size_t limit) : limit_(limit) {}
+  large_shelf(const large_shelf&) = delete;
+  large_shelf& operator=(const large_shelf&) = delete;
+
+  [[nodiscard]] bool on() const noexcept { return limit_ != 0; }
+
+  /// The size a request of `n` bytes (1 <= n <= max_block) is placed with: its class's size.
+  [[nodiscard]] static constexpr std::size_t class_size_of(std::size_t n) noexcept {
+    if (n <= 2048) return (n + min_block - 1) / min_block * min_block;
+    const std::size_t step = std::size_t{1} << (std::bit_width(n - 1) - 4);
+    return (n + step - 1) / step * step;
+  }
+  /// The class of a block whose size is a class size.
+  [[nodiscard]] static constexpr std::size_t class_of(std::size_t size) noexcept {
+    if (size <= 2048) return size / min_block - 1;
+    const auto k = static_cast<std::size_t>(std::bit_width(size - 1));  // 2^(k-1) < size <= 2^k
+    const std::size_t step = std::size_t{1} << (k - 4);
+    return 8 + 8 * (k - 12) + (size - (std::size_t{1} << (k - 1))) / step - 1;
+  }
+  /// Whether a block of `size` bytes may be shelved: a class size within max_block.
+  [[nodiscard]] static constexpr bool fits(std::size_t size) noexcept {
+    return size != 0 && size <= max_block && class_size_of(size) == size;
+  }
+
+  /// The newest block of class `cls` if `ready(block)` accepts it (its tokens need no wait for
+  /// the caller), taken off the shelf with shelved cleared; else nullptr. Only the newest is
+  /// looked at: the shelf is a cache, a miss costs a placement in the arena.
+  template <class Ready>
+  arena_block* pop(std::size_t cls, Ready&& ready) noexcept {
+    auto& bin = bins_[cls];
+    if (bin.empty()) return nullptr;
+    arena_block* b = bin.back().block;
+    if (!ready(*b)) return nullptr;
+    bin.pop_back();
+    if (bin.empty()) clear_bit(cls);
+    b->shelved = false;
+    bytes_ -= b->size;
+    --count_;
+    ++hits_;
+    return b;
+  }
+
+  /// Shelves the live block `b` (fits(b->size), its free tokens already in b->tokens). Then,
+  /// while the shelf holds more than its limit, its oldest block goes to `unshelve(block)` (which
+  /// puts it back into the arena), shelved cleared first.
+  template <class Unshelve>
+  void push(arena_block* b, Unshelve&& unshelve) {
+    const std::size_t cls = class_of(b->size);
+    bins_[cls].push_back({b, ++seq_});
+    set_bit(cls);
+    b->shelved = true;
+    bytes_ += b->size;
+    ++count_;
+    while (bytes_ > limit_) unshelve(take_oldest());
+  }
+
+  /// Every block leaves the shelf, oldest first, through `unshelve(block)` (shelved cleared).
+  template <class Unshelve>
+  void empty(Unshelve&& unshelve) {
+    while (count_ != 0) unshelve(take_oldest());
+  }
+
+  /// f(block) for every shelved block.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& bin : bins_)
+      for (const entry& e : bin) f(e.block);
+  }
+
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
+  /// Requests served from the shelf since the pool was made (statistics).
+  [[nodiscard]] std::uint64_t hits() const noexcept { return hits_; }
+
+  /// The first broken invariant above that the shelf can see by itself, or empty.
+  [[nodiscard]] std::string find_broken() const {
+    std::size_t bytes = 0, count = 0;
+    for (std::size_t cls = 0; cls < classes; ++cls) {
+      const bool bit = ((nonempty_[cls / 64] >> (cls % 64)) & 1) != 0;
+      if (bit == bins_[cls].empty())
+        return format("shelf: class %zu holds %zu blocks, but its bit says %s", cls,
+                      bins_[cls].size(), bit ? "not empty" : "empty");
+      std::uint64_t last = 0;
+      for (const entry& e : bins_[cls]) {
+        const arena_block& b = *e.block;
+        if (b.state != block_state::live || !b.shelved || !fits(b.size) ||
+            class_of(b.size) != cls || e.seq <= last) {
+          return format(
+              "shelf: block [%#zx, +%zu) in class %zu: state %d, shelved %d, seq %llu "
+              "after %llu",
+              static_cast<std::size_t>(b.start), b.size, cls, static_cast<int>(b.state),
+              static_cast<int>(b.shelved), static_cast<unsigned long long>(e.seq),
+              static_cast<unsigned long long>(last));
+        }
+        last = e.seq;
+        bytes += b.size;
+        ++count;
+      }
+    }
+    if (bytes != bytes_ || count != count_)
+      return format("shelf: counts %zu blocks and %zu bytes, its bins hold %zu and %zu", count_,
+                    bytes_, count, bytes);
+    return {};
+  }
+
+ private:
+  struct entry {
+    arena_block* block;
+    std::uint64_t seq;  // push order over all bins
+  };
+
+  /// The oldest entry over all bins (the smallest seq among the bins' fronts), removed.
+  arena_block* take_oldest() noexcept {
+    std::size_t best = classes;
+    std::uint64_t best_seq = UINT64_MAX;
+    for (std::size_t w = 0; w < words; ++w) {
+      for (std::uint64_t bits = nonempty_[w]; bits != 0; bits &= bits - 1) {
+        const std::size_t cls = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        if (bins_[cls].front().seq < best_seq) {
+          best_seq = bins_[cls].front().seq;
+          best = cls;
+        }
+      }
+    }
+    auto& bin = bins_[best];
+    arena_block* b = bin.front().block;
+    bin.erase(bin.begin());
+    if (bin.empty()) clear_bit(best);
+    b->shelved = false;
+    bytes_ -= b->size;
+    --count_;
+    return b;
+  }
+  void set_bit(std::size_t cls) noexcept { nonempty_[cls / 64] |= std::uint64_t{1} << (cls % 64); }
+  void clear_bit(std::size_t cls) noexcept {
+    nonempty_[cls / 64] &= ~(std::uint64_t{1} << (cls % 64));
+  }
+
+  static constexpr std::size_t words = (classes + 63) / 64;
+  std::array<std::vector<entry>, classes> bins_;
+  std::array<std::uint64_t, words> nonempty_{};  // bit c: bins_[c] is not empty
+  std::size_t bytes_ = 0;
+  std::size_t count_ = 0;
+  std::uint64_t seq_ = 0;
+  locked_count<std::uint64_t> hits_;  // read without the lock (statistics)
+  const std::size_t limit_;
+};
+
+}  // namespace streampool::detail
