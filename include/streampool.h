@@ -221,6 +221,10 @@ typedef struct sp_pool_options_s {
    *  their own streams then scale. 1: shared, every stream reuses every stream's free memory
    *  behind device-side waits (tighter memory). pool_options::share_between_streams. */
   int share_between_streams;
+  /** Bytes of large blocks (up to 16 MiB) a stream keeps after freeing them, for its next request
+   *  of their size class (rounded up to eight classes per power of two); 0 turns it off. Off
+   *  anyway with a memory limit or release threshold. pool_options::large_cache_bytes. */
+  size_t large_cache_bytes;
 } sp_pool_options_t;
 
 /** Writes the defaults into the fields that options->struct_size covers (see "versioned

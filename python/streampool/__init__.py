@@ -571,13 +571,18 @@ class Pool:
     share_between_streams: False (the default) keeps the memory each live stream frees for that
     stream until growth would be refused, so that threads on their own streams scale; True lets
     every stream reuse it behind device-side waits, for the tightest memory (docs/threads.md).
+
+    large_cache_bytes: how many bytes of large blocks (up to 16 MiB) each stream keeps after
+    freeing them, for its next request of their size class (default 64 MiB; 0: none;
+    docs/large-blocks.md, "The shelf").
     """
 
     _dead_verb = "closed"
 
     def __init__(self, device: Device, memory_limit: int = 0, small_max: Optional[int] = None,
                  stream_cache_bytes: Optional[int] = None, poison_on_free: bool = False,
-                 share_between_streams: bool = False) -> None:
+                 share_between_streams: bool = False,
+                 large_cache_bytes: Optional[int] = None) -> None:
         _instance(device, Device, "Pool: device")
         o = _capi.PoolOptions()  # struct_size set: the library fills the fields it covers
         _check(_lib.sp_pool_options_set_defaults(ctypes.byref(o)))
@@ -588,6 +593,8 @@ class Pool:
             o.stream_cache_bytes = _integer(stream_cache_bytes, "Pool: stream_cache_bytes")
         o.poison_on_free = _flag(poison_on_free, "Pool: poison_on_free")
         o.share_between_streams = _flag(share_between_streams, "Pool: share_between_streams")
+        if large_cache_bytes is not None:
+            o.large_cache_bytes = _integer(large_cache_bytes, "Pool: large_cache_bytes")
         h = ctypes.c_void_p()
         with _Using("Pool", device):
             _check(_lib.sp_pool_create(device._handle, ctypes.byref(o), ctypes.byref(h)))

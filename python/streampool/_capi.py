@@ -95,7 +95,7 @@ class PoolOptions(_Versioned):
     _fields_ = [("struct_size", c_size), ("memory_limit", c_size), ("small_max", c_size),
                 ("stream_cache_bytes", c_size), ("poison_on_free", ctypes.c_int),
                 ("virtual_memory", ctypes.c_int), ("release_threshold", c_size),
-                ("share_between_streams", ctypes.c_int)]
+                ("share_between_streams", ctypes.c_int), ("large_cache_bytes", c_size)]
 
 
 class PoolStatistics(_Versioned):

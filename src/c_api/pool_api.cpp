@@ -72,6 +72,7 @@ sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
       options->release_threshold = o.release_threshold;
     }
     if (version >= 3) options->share_between_streams = o.share_between_streams ? 1 : 0;
+    if (version >= 4) options->large_cache_bytes = o.large_cache_bytes;
   });
 }
 
@@ -100,6 +101,7 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
         o.release_threshold = options->release_threshold;
       }
       if (version >= 3) o.share_between_streams = options->share_between_streams != 0;
+      if (version >= 4) o.large_cache_bytes = options->large_cache_bytes;
     }
     *pool = new sp_pool_s(streampool::pool(device->dev, o));
   });

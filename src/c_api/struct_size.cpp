@@ -47,6 +47,20 @@ struct pool_options_v2 {
 static_assert(offsetof(pool_options_v2, release_threshold) ==
               offsetof(sp_pool_options_t, release_threshold));
 
+// Version 3 of the pool options: before large_cache_bytes was appended (issue 8, the shelf).
+struct pool_options_v3 {
+  std::size_t struct_size;
+  std::size_t memory_limit;
+  std::size_t small_max;
+  std::size_t stream_cache_bytes;
+  int poison_on_free;
+  int virtual_memory;
+  std::size_t release_threshold;
+  int share_between_streams;
+};
+static_assert(offsetof(pool_options_v3, share_between_streams) ==
+              offsetof(sp_pool_options_t, share_between_streams));
+
 struct pool_statistics_v1 {
   std::size_t struct_size;
   std::size_t live_bytes;
@@ -72,12 +86,14 @@ static_assert(offsetof(pool_statistics_v1, stream_caches) ==
               offsetof(sp_pool_statistics_t, stream_caches));
 
 constexpr std::array<std::size_t, 1> host_options_sizes{sizeof(sp_host_options_t)};
-constexpr std::array<std::size_t, 3> pool_options_sizes{
-    sizeof(pool_options_v1), sizeof(pool_options_v2), sizeof(sp_pool_options_t)};
+constexpr std::array<std::size_t, 4> pool_options_sizes{
+    sizeof(pool_options_v1), sizeof(pool_options_v2), sizeof(pool_options_v3),
+    sizeof(sp_pool_options_t)};
 constexpr std::array<std::size_t, 2> pool_statistics_sizes{sizeof(pool_statistics_v1),
                                                            sizeof(sp_pool_statistics_t)};
 static_assert(sizeof(pool_options_v1) < sizeof(pool_options_v2));
-static_assert(sizeof(pool_options_v2) < sizeof(sp_pool_options_t));
+static_assert(sizeof(pool_options_v2) < sizeof(pool_options_v3));
+static_assert(sizeof(pool_options_v3) < sizeof(sp_pool_options_t));
 static_assert(sizeof(pool_statistics_v1) < sizeof(sp_pool_statistics_t));
 
 const std::array<const abi_struct*, 3> all_structs{&host_options_abi, &pool_options_abi,

@@ -32,6 +32,14 @@ typedef struct {
   size_t release_threshold;
 } pool_options_v2;
 
+/* Version 3: before large_cache_bytes (the shelf). */
+typedef struct {
+  POOL_OPTIONS_V1_FIELDS
+  int virtual_memory;
+  size_t release_threshold;
+  int share_between_streams;
+} pool_options_v3;
+
 typedef struct {
   size_t struct_size;
   size_t live_bytes, cached_bytes, reserved_bytes, peak_live_bytes, peak_reserved_bytes;
@@ -94,7 +102,7 @@ static void expect_refused(const char* call, int line, sp_status_t status,
   expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
 
 /* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts (two versions;
- * three_sizes_text below for three). */
+ * four_sizes_text below for four). */
 static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   if (v1 == v2) {
     snprintf(buf, n, "%zu (version 1)", v1);
@@ -104,8 +112,10 @@ static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   return buf;
 }
 
-static const char* three_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3) {
-  snprintf(buf, n, "%zu (version 1), %zu (version 2), %zu (version 3)", v1, v2, v3);
+static const char* four_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3,
+                                   size_t v4) {
+  snprintf(buf, n, "%zu (version 1), %zu (version 2), %zu (version 3), %zu (version 4)", v1, v2, v3,
+           v4);
   return buf;
 }
 
@@ -141,9 +151,9 @@ static void test_too_small_refused(void) {
   sp_device_t none = NULL;
   sp_pool_t p = NULL, q = NULL;
   guarded_buffer b;
-  char po_sizes[96], ho_sizes[96], st_sizes[96];
-  three_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
-                   sizeof(sp_pool_options_t));
+  char po_sizes[128], ho_sizes[96], st_sizes[96];
+  four_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
+                  sizeof(pool_options_v3), sizeof(sp_pool_options_t));
   sizes_text(ho_sizes, sizeof ho_sizes, sizeof(sp_host_options_t), sizeof(sp_host_options_t));
   sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1), sizeof(sp_pool_statistics_t));
   OK(sp_device_default_pool(d, &p));
@@ -314,6 +324,50 @@ static void test_share_between_streams(void) {
   OK(sp_device_destroy(d));
 }
 
+/* The size a pool with `options` gives a request of 3 MiB + 1 byte, on a host device with virtual
+ * memory: rounded up to its class (3.25 MiB) where the shelf is on, to 256 bytes where it is off.
+ */
+static size_t large_block_size(const sp_pool_options_t* options) {
+  sp_host_options_t ho;
+  sp_device_t d = NULL;
+  sp_stream_t s = NULL;
+  sp_pool_t p = NULL;
+  void* ptr = NULL;
+  size_t n = 0;
+  OK(sp_host_options_init(&ho));
+  ho.virtual_memory = 1;
+  OK(sp_device_create_host(&ho, &d));
+  OK(sp_stream_create(d, &s));
+  OK(sp_pool_create(d, options, &p));
+  OK(sp_pool_allocate(p, ((size_t)3 << 20) + 1, s, &ptr));
+  OK(sp_pool_block_size(p, ptr, &n));
+  OK(sp_pool_deallocate(p, ptr, s));
+  OK(sp_pool_destroy(p));
+  OK(sp_stream_destroy(s));
+  OK(sp_device_destroy(d));
+  return n;
+}
+
+/* large_cache_bytes (version 4): 64 MiB by default, 0 turns the shelf off. A version-3 caller's
+ * pool keeps the default whatever lies behind its struct. */
+static void test_large_cache_bytes(void) {
+  const size_t shelf_class = ((size_t)13 << 20) / 4, exact = ((size_t)3 << 20) + 256;
+  guarded_buffer b;
+  sp_pool_options_t o;
+  OK(sp_pool_options_init(&o));
+  CHECK(o.large_cache_bytes == (size_t)64 << 20);
+  CHECK(large_block_size(&o) == shelf_class);
+  o.large_cache_bytes = 0;
+  CHECK(large_block_size(&o) == exact);
+
+  fill_guard(&b);
+  b.options.struct_size = sizeof(pool_options_v3);
+  OK(sp_pool_options_set_defaults(&b.options));
+  UNTOUCHED_FROM(&b, sizeof(pool_options_v3));
+  memset(b.bytes + sizeof(pool_options_v3), 0, sizeof b.bytes - sizeof(pool_options_v3));
+  CHECK(large_block_size(&b.options) == shelf_class);
+}
+
 /* A caller built against a newer header: larger structs. Known fields are written, the tail is
  * left alone; a tail that sets something is refused, naming the byte. */
 static void test_newer_structs(void) {
@@ -396,6 +450,7 @@ int main(void) {
   test_older_statistics();
   test_older_pool_options();
   test_share_between_streams();
+  test_large_cache_bytes();
   test_newer_structs();
   if (failures != 0) {
     fprintf(stderr, "struct_size_test: %d failure(s)\n", failures);

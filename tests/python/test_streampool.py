@@ -220,6 +220,22 @@ class Basics(unittest.TestCase):
             self.assertEqual(a == b, share)
         self.assertEqual(device.violations(), [])
 
+    def test_the_large_cache_is_an_option(self):
+        # The shelf (docs/large-blocks.md): a stream's freed large block comes back for its next
+        # request of the same size class, with the default bound and with none.
+        device = sp.Device.host(checking=True)
+        s = sp.Stream(device)
+        for bound in (None, 0, 16 << 20):
+            pool = sp.Pool(device) if bound is None else sp.Pool(device, large_cache_bytes=bound)
+            a = pool.allocate(3 << 20, s)
+            pool.deallocate(a, s)
+            b = pool.allocate(3 << 20, s)
+            pool.deallocate(b, s)
+            self.assertEqual(a, b)
+        with self.assertRaises(sp.InvalidType):
+            sp.Pool(device, large_cache_bytes="64 MiB")
+        self.assertEqual(device.violations(), [])
+
     def test_round_trips_and_errors(self):
         device = sp.Device.host(checking=True)
         s1, s2 = sp.Stream(device), sp.Stream(device)
