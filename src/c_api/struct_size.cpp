@@ -48,14 +48,9 @@ static_assert(offsetof(pool_options_v2, release_threshold) ==
               offsetof(sp_pool_options_t, release_threshold));
 
 // Version 3 of the pool options: before large_cache_bytes was appended (issue 8, the shelf).
+// Version 2 ends in a size_t, so it has no tail padding for the next field to fall into.
 struct pool_options_v3 {
-  std::size_t struct_size;
-  std::size_t memory_limit;
-  std::size_t small_max;
-  std::size_t stream_cache_bytes;
-  int poison_on_free;
-  int virtual_memory;
-  std::size_t release_threshold;
+  pool_options_v2 v2;
   int share_between_streams;
 };
 static_assert(offsetof(pool_options_v3, share_between_streams) ==
