@@ -47,6 +47,13 @@ struct alignas(64) large_shard {
   // (large_shelf.hpp). Off (limit 0) on the segment path and when pool_options says so.
   large_shelf shelf;
 
+  /// The live block at `p` as the program sees it: handed out and not on the shelf (a shelved
+  /// block is live to the arena, free to the program). nullptr otherwise. Under mu.
+  [[nodiscard]] arena_block* find_handed_out(std::uintptr_t p) const noexcept {
+    arena_block* b = arena.find_live(p);
+    return b != nullptr && !b->shelved ? b : nullptr;
+  }
+
   /// Streams whose caches live and use this shard (pool_state::make_stream_cache gives a new
   /// stream the shard with the fewest, so that it inherits the memory of a stream that is gone).
   std::atomic<int> streams{0};

@@ -32,6 +32,7 @@
 #include "block_arena.hpp"
 #include "locked_count.hpp"
 #include "size_classes.hpp"
+#include "size_index.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::detail {
@@ -41,9 +42,6 @@ class large_shelf {
   /// Blocks above this are never shelved (nor rounded): few, and each worth the arena's
   /// placement.
   static constexpr std::size_t max_block = std::size_t{16} << 20;
-  /// Classes up to 2 KiB are min_block apart (8 of them); above, eight per power of two up to
-  /// max_block.
-  static constexpr std::size_t classes = 8 + 8 * (std::bit_width(max_block - 1) - 11);
 
   /// `limit`: the most bytes the shelf holds after a push (pool_options::large_cache_bytes); 0
   /// turns the shelf off.
@@ -53,19 +51,22 @@ class large_shelf {
 
   [[nodiscard]] bool on() const noexcept { return limit_ != 0; }
 
-  /// The size a request of `n` bytes (1 <= n <= max_block) is placed with: its class's size.
+  /// The size a request of `n` bytes (1 <= n <= max_block) is placed with: its class's size,
+  /// min_block apart up to 2 KiB, eight per power of two above.
   [[nodiscard]] static constexpr std::size_t class_size_of(std::size_t n) noexcept {
     if (n <= 2048) return (n + min_block - 1) / min_block * min_block;
     const std::size_t step = std::size_t{1} << (std::bit_width(n - 1) - 4);
     return (n + step - 1) / step * step;
   }
-  /// The class of a block whose size is a class size.
+  /// The class of a block whose size is a class size: its size index bucket (size_index.hpp),
+  /// counted from min_block's. A class size has at most four significant bits, so it is the
+  /// lower bound of its bucket and no two class sizes share one. (Buckets between 256 and 2048
+  /// that no class size starts stay empty bins.)
   [[nodiscard]] static constexpr std::size_t class_of(std::size_t size) noexcept {
-    if (size <= 2048) return size / min_block - 1;
-    const auto k = static_cast<std::size_t>(std::bit_width(size - 1));  // 2^(k-1) < size <= 2^k
-    const std::size_t step = std::size_t{1} << (k - 4);
-    return 8 + 8 * (k - 12) + (size - (std::size_t{1} << (k - 1))) / step - 1;
+    return size_bucket(size) - size_bucket(min_block);
   }
+  static constexpr std::size_t classes = size_bucket(max_block) - size_bucket(min_block) + 1;
+
   /// Whether a block of `size` bytes may be shelved: a class size within max_block.
   [[nodiscard]] static constexpr bool fits(std::size_t size) noexcept {
     return size != 0 && size <= max_block && class_size_of(size) == size;
@@ -109,16 +110,7 @@ class large_shelf {
     while (count_ != 0) unshelve(take_oldest());
   }
 
-  /// f(block) for every shelved block.
-  template <class F>
-  void for_each(F&& f) const {
-    for (const auto& bin : bins_)
-      for (const entry& e : bin) f(e.block);
-  }
-
-  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
-  [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
   /// Requests served from the shelf since the pool was made (statistics).
   [[nodiscard]] std::uint64_t hits() const noexcept { return hits_; }
 
@@ -195,5 +187,11 @@ class large_shelf {
   locked_count<std::uint64_t> hits_;  // read without the lock (statistics)
   const std::size_t limit_;
 };
+
+static_assert(large_shelf::class_of(min_block) == 0 &&
+              large_shelf::class_of(3 * min_block) == large_shelf::class_of(2 * min_block) + 4 &&
+              large_shelf::class_of(large_shelf::class_size_of((std::size_t{3} << 20) + 1)) ==
+                  large_shelf::class_of(std::size_t{3} << 20) + 1 &&
+              large_shelf::classes == 129);
 
 }  // namespace streampool::detail

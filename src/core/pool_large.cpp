@@ -130,6 +130,9 @@ void pool_state::empty_shelf(large_shard& sh) {
 }
 
 void pool_state::empty_shelves(const large_shard* own, large_reach reach) {
+  // Every shard's shelf has the same bound: off, no shard's lock is worth taking (a growth's
+  // passes in the PyTorch plug-in).
+  if (!shards_[0]->shelf.on()) return;
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
     const std::lock_guard lock(sh->mu);
@@ -230,8 +233,8 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   std::size_t size = 0;
   {
     std::lock_guard lock(sh.mu);
-    arena_block* b = sh.arena.find_live(to_addr(p));
-    if (b == nullptr || b->shelved) {
+    arena_block* b = sh.find_handed_out(to_addr(p));
+    if (b == nullptr) {
       STREAMPOOL_FAIL(
           format("deallocate: %s is not the start of a live block of pool %llu "
                  "(double free, or a pointer into a block)",
@@ -280,8 +283,8 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
 
 void pool_state::record_use_large(large_range& r, void* p, const token& use) {
   std::lock_guard lock(r.shard->mu);
-  arena_block* b = r.shard->arena.find_live(to_addr(p));
-  STREAMPOOL_EXPECTS(b != nullptr && !b->shelved,
+  arena_block* b = r.shard->find_handed_out(to_addr(p));
+  STREAMPOOL_EXPECTS(b != nullptr,
                      format("record_use: %s is not the start of a live block of pool %llu",
                             format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
   merge_token(b->tokens, use);

@@ -176,8 +176,8 @@ std::size_t pool_state::block_size(const void* p) const {
   }
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
   std::lock_guard lock(sh.mu);
-  const arena_block* b = sh.arena.find_live(to_addr(p));
-  STREAMPOOL_EXPECTS(b != nullptr && !b->shelved,
+  const arena_block* b = sh.find_handed_out(to_addr(p));
+  STREAMPOOL_EXPECTS(b != nullptr,
                      format("block_size: %s is not a live block", format_ptr(p).c_str()));
   return b->size;
 }
@@ -192,8 +192,7 @@ bool pool_state::owns(const void* p) const noexcept {
   }
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
   std::lock_guard lock(sh.mu);
-  const arena_block* b = sh.arena.find_live(to_addr(p));
-  return b != nullptr && !b->shelved;
+  return sh.find_handed_out(to_addr(p)) != nullptr;
 }
 
 }  // namespace streampool::detail
