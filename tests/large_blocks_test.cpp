@@ -576,6 +576,38 @@ TEST(LargeShelf, AFreedBlockServesTheNextRequestOfItsClass) {
   expect_valid(p);
 }
 
+TEST(LargeShelf, ARequestTakesALittleLargerBlockOnlyFromABinWithBlocksToSpare) {
+  // Classes are 256 KiB apart between 2 and 4 MiB: 3 MiB, 3.25, 3.5, 3.75, 4.
+  struct shelf_case {
+    const char* what;
+    std::size_t freed;       // three blocks of this size go onto the shelf
+    std::size_t taken_back;  // then this many of them are taken back by their own class
+    std::size_t expect;      // what a 3 MiB request then gets
+  };
+  for (const shelf_case& c : {
+           shelf_case{"three classes up, three spare", 3 * MiB + 3 * MiB / 4, 0,
+                      3 * MiB + 3 * MiB / 4},
+           shelf_case{"four classes up: too far", 4 * MiB, 0, 3 * MiB},
+           shelf_case{"two left: none to spare", 3 * MiB + MiB / 2, 1, 3 * MiB},
+       }) {
+    SCOPED_TRACE(c.what);
+    sp::device d = vm_device();
+    sp::pool p(d);
+    sp::stream s(d);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 3; ++i) blocks.push_back(p.allocate(s, c.freed));
+    for (void* b : blocks) p.deallocate(s, b);
+    for (std::size_t i = 0; i < c.taken_back; ++i) EXPECT_NE(p.allocate(s, c.freed), nullptr);
+    void* q = p.allocate(s, 3 * MiB);
+    EXPECT_EQ(p.block_size(q), c.expect);
+    if (c.expect != 3 * MiB) {
+      EXPECT_EQ(q, blocks.back()) << "the newest of the larger class";
+    }
+    p.deallocate(s, q);
+    expect_valid(p);
+  }
+}
+
 TEST(LargeShelf, ADoubleFreeOfAShelvedBlockIsRefusedAndThePoolStaysValid) {
   sp::device d = vm_device();
   sp::pool p(d);
@@ -616,7 +648,8 @@ TEST(LargeShelf, TrimAndGrowthSeeShelvedMemory) {
   for (int i = 0; i < 8; ++i) blocks.push_back(p.allocate(s, 4 * MiB));
   for (void* b : blocks) p.deallocate(s, b);
   EXPECT_EQ(shelved_bytes(p), 32 * MiB);
-  // A request of another class fits in the shelved memory: the growth takes it, creating none.
+  // A request of another class fits in the shelved memory: the shelf goes into the arena before
+  // any growth, and the request takes it, creating none.
   const std::size_t reserved = p.statistics().reserved_bytes;
   void* big = p.allocate(s, 24 * MiB);
   EXPECT_EQ(p.statistics().reserved_bytes, reserved);

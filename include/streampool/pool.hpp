@@ -65,16 +65,16 @@ struct pool_options {
   /// is drained into them (docs/threads.md).
   std::size_t stream_cache_bytes = std::size_t{8} << 20;
   /// Large blocks of up to 16 MiB freed on a stream wait on a per-stream shelf, up to this many
-  /// bytes, for the stream's next request of their size class, which takes one back with no
-  /// search, split or merge (a large allocation and free cost a few times a small one's
-  /// otherwise). Such requests are rounded up to their class, eight per power of two (at most an
-  /// eighth more). The oldest go back to the pool's free memory past the bound, and all of them
-  /// before any growth, on trim() and when the stream goes away. 0 turns the shelf off: placement
-  /// is then the tightest best fit, which the PyTorch plug-in keeps for training's memory
-  /// (docs/large-blocks.md, "The shelf"). Virtual memory only, and off in a pool made with a
-  /// memory limit (or STREAMPOOL_MEMORY_LIMIT) or a release threshold: those ask for the
-  /// tightest memory.
-  std::size_t large_cache_bytes = std::size_t{64} << 20;
+  /// bytes, for the stream's next request of their size class (or of up to three classes below,
+  /// from a bin with blocks to spare), which takes one back with no search, split or merge (a
+  /// large allocation and free cost a few times a small one's otherwise). Such requests are
+  /// rounded up to their class, eight per power of two (at most an eighth more). The oldest go back
+  /// to the pool's free memory past the bound, and all of them before any growth, on trim() and
+  /// when the stream goes away. 0 turns the shelf off: placement is then the tightest best fit,
+  /// which the PyTorch plug-in keeps for training's memory (docs/large-blocks.md, "The shelf").
+  /// Virtual memory only, and off in a pool made with a memory limit (or STREAMPOOL_MEMORY_LIMIT)
+  /// or a release threshold: those ask for the tightest memory.
+  std::size_t large_cache_bytes = std::size_t{96} << 20;
   /// Checking: fill freed memory with 0xDB on the freeing stream (stream-ordered), so stale reads
   /// and unordered reuse show up in the data too.
   bool poison_on_free = false;

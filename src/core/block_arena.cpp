@@ -26,11 +26,8 @@ std::size_t timelines_of(const arena_block& a, const arena_block& b) {
   return lines.size();
 }
 
-}  // namespace
-
-bool merge_token(token_set& set, const token& t) { return merge_point(set, t.line, t.at); }
-
-bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline::point at) {
+template <class Line>  // const std::shared_ptr<timeline>& or std::shared_ptr<timeline>
+bool merge_line(token_set& set, Line&& line, timeline::point at) {
   if (!line || line->completed() >= at) return false;
   for (token& x : set) {
     if (x.line == line) {
@@ -38,8 +35,20 @@ bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline
       return true;
     }
   }
-  set.push_back(token{line, at});
+  set.push_back(token{std::forward<Line>(line), at});
   return true;
+}
+
+}  // namespace
+
+bool merge_token(token_set& set, const token& t) { return merge_point(set, t.line, t.at); }
+
+bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline::point at) {
+  return merge_line(set, line, at);
+}
+
+bool merge_point(token_set& set, std::shared_ptr<timeline>&& line, timeline::point at) {
+  return merge_line(set, std::move(line), at);
 }
 
 block_arena::block_arena(std::size_t granularity, bool keep_streams_apart, std::size_t index_min)

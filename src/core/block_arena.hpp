@@ -86,6 +86,11 @@ struct arena_block {
   // in `tokens`. The arena does not look at it; the pool does (a free of it is a double free).
   bool shelved = false;
   token_set tokens;  // mapped: what reuse waits for; live: recorded uses
+  // Live, handed out from the shelf: the timeline of the free point it was shelved with (the
+  // taking stream's), kept so that its next free there makes that point's token without a
+  // reference count change (a locked increment at the free and a decrement at the take, a third
+  // of a shelf hit's cost). Nothing waits on it; empty once the block is freed.
+  std::shared_ptr<timeline> kept_line;
   // Live: the timeline id of the stream it was handed to, for snapshots (0: not known).
   std::uint64_t stream = 0;
   // Where the block is in the unmapped set, while it is there (erasing by key searched the tree).

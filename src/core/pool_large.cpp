@@ -73,6 +73,15 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
                                   /*try_only=*/true, first)) {
         return q;
       }
+      // The stream's own shelf into its arena before a growth, which would empty it too but
+      // under growth_mu_: most of the mixed pattern's misses fit once it is merged, and four
+      // threads on two cores queued on growth_mu_ for that (999 contended holds a run).
+      if (shelvable && empty_own_shelf(own)) {
+        if (void* q = take_free_large(s, cache, own, size, /*pending_ok=*/false,
+                                      /*split_big=*/true)) {
+          return q;
+        }
+      }
       // Per stream, a growth that would be refused (the limit, the release threshold, the
       // device) widens its reach to other live streams' free memory itself.
       return grow_virtual(s, cache, size, first);
@@ -108,6 +117,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
 void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& sh,
                                std::size_t size) {
   std::uintptr_t start = 0;
+  std::size_t taken = 0;  // size, or a larger class's (large_shelf::pop)
   {
     const std::lock_guard lock(sh.mu);
     // Only blocks that need no wait: freed on this stream (in-order queue), or complete.
@@ -116,17 +126,29 @@ void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& s
       return all_ready_for(x.tokens, me);
     });
     if (b == nullptr) return nullptr;
+    // Freed here last (the usual case): its one token's timeline reference is kept for the next
+    // free on this stream (arena_block::kept_line).
+    if (b->tokens.size() == 1 && b->tokens.front().line.get() == me)
+      b->kept_line = std::move(b->tokens.front().line);
     b->tokens.clear();
     b->stream = cache.timeline_id();
     ++sh.allocations;  // a same-stream reuse: the shelf counts it (statistics)
     start = b->start;
+    taken = b->size;
   }
-  count_live(cache, static_cast<std::int64_t>(size));
+  count_live(cache, static_cast<std::int64_t>(taken));
   return to_ptr(start);
 }
 
 void pool_state::empty_shelf(large_shard& sh) {
   sh.shelf.empty([&](arena_block* b) { sh.arena.release(b, std::move(b->tokens)); });
+}
+
+bool pool_state::empty_own_shelf(large_shard& own) {
+  const std::lock_guard lock(own.mu);
+  if (own.shelf.count() == 0) return false;
+  empty_shelf(own);
+  return true;
 }
 
 void pool_state::empty_shelves(const large_shard* own, large_reach reach) {
@@ -242,12 +264,13 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     }
     size = b->size;
     token_set tokens = std::move(b->tokens);  // recorded uses, if any
+    std::shared_ptr<timeline> kept = std::move(b->kept_line);
     resolve_at_free(tokens);
     // Poison only behind every recorded use (see deallocate_chunk).
     if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
       s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
     }
-    if (s != nullptr) merge_free_point(tokens, *s);
+    if (s != nullptr) merge_free_point(tokens, *s, std::move(kept));
     for (const token& t : uses) merge_token(tokens, t);
     if (shelve && large_shelf::fits(size)) {
       // Onto the shelf, for the next request of its class; the oldest go into the arena past

@@ -211,8 +211,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   static free_chunk shared_chunk(const stream_cache::entry& e,
                                  const std::shared_ptr<timeline>& line);
   /// Adds s's point now to `tokens` (a free on s), without a token made for it: a token copy and
-  /// its drop are a locked reference-count increment and decrement each.
-  static void merge_free_point(token_set& tokens, stream_ref s);
+  /// its drop are a locked reference-count increment and decrement each. `kept`: a reference to a
+  /// timeline the caller holds anyway (arena_block::kept_line); when it is s's, the new token
+  /// takes it over instead of copying s's.
+  static void merge_free_point(token_set& tokens, stream_ref s,
+                               std::shared_ptr<timeline> kept = nullptr);
   /// spill_to_shared as the callable that stream_cache's push and try_steal take.
   [[nodiscard]] auto spiller() noexcept {
     return [this](std::span<const stream_cache::entry> entries,
@@ -257,11 +260,14 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// The shelves' bound (large_shelf.hpp): pool_options::large_cache_bytes on virtual memory,
   /// without a memory limit or release threshold; else 0 (off).
   [[nodiscard]] std::size_t shelf_limit() const noexcept;
-  /// The newest block of `size`'s class on the shelf of `sh` that needs no wait for the cache's
-  /// stream, handed out; nullptr when there is none (large_shelf.hpp).
+  /// A block of `size`'s class (or a little larger, large_shelf::pop) on the shelf of `sh` that
+  /// needs no wait for the cache's stream, handed out; nullptr when there is none
+  /// (large_shelf.hpp).
   void* take_shelved(stream_ref s, stream_cache& cache, large_shard& sh, std::size_t size);
   /// Every block on the shelf of `sh` goes into its arena (under sh.mu).
   static void empty_shelf(large_shard& sh);
+  /// empty_shelf, taking own.mu; false when the shelf held nothing.
+  static bool empty_own_shelf(large_shard& own);
   /// The same for every shard, or with `own` for the shards within `reach` of it (each under its
   /// lock): before anything that must see all the free memory (growth, trim, the pool's end).
   void empty_shelves(const large_shard* own = nullptr,

@@ -109,6 +109,8 @@ bool merge_token(token_set& set, const token& t);
 /// merge_token for the point `at` of `line`, without a token made for it: the set copies `line`
 /// (a reference count's locked increment) only when it has no token of that timeline yet.
 bool merge_point(token_set& set, const std::shared_ptr<timeline>& line, timeline::point at);
+/// The same, taking over `line`'s reference when the set needs a new token.
+bool merge_point(token_set& set, std::shared_ptr<timeline>&& line, timeline::point at);
 
 /// Addresses as integers, which the block arena and the slab pages compute with, and back.
 [[nodiscard]] inline void* to_ptr(std::uintptr_t a) noexcept {

@@ -348,14 +348,14 @@ static size_t large_block_size(const sp_pool_options_t* options) {
   return n;
 }
 
-/* large_cache_bytes (version 4): 64 MiB by default, 0 turns the shelf off. A version-3 caller's
+/* large_cache_bytes (version 4): 96 MiB by default, 0 turns the shelf off. A version-3 caller's
  * pool keeps the default whatever lies behind its struct. */
 static void test_large_cache_bytes(void) {
   const size_t shelf_class = ((size_t)13 << 20) / 4, exact = ((size_t)3 << 20) + 256;
   guarded_buffer b;
   sp_pool_options_t o;
   OK(sp_pool_options_init(&o));
-  CHECK(o.large_cache_bytes == (size_t)64 << 20);
+  CHECK(o.large_cache_bytes == (size_t)96 << 20);
   CHECK(large_block_size(&o) == shelf_class);
   o.large_cache_bytes = 0;
   CHECK(large_block_size(&o) == exact);
