@@ -222,8 +222,9 @@ typedef struct sp_pool_options_s {
    *  behind device-side waits (tighter memory). pool_options::share_between_streams. */
   int share_between_streams;
   /** Bytes of large blocks (up to 16 MiB) a stream keeps after freeing them, for its next request
-   *  of their size class (rounded up to eight classes per power of two); 0 turns it off. Off
-   *  anyway with a memory limit or release threshold. pool_options::large_cache_bytes. */
+   *  of their size class or of one a little smaller (rounded up to eight classes per power of
+   *  two); 0 turns it off, the default is 96 MiB. Off anyway with a memory limit or release
+   *  threshold. pool_options::large_cache_bytes. */
   size_t large_cache_bytes;
 } sp_pool_options_t;
 

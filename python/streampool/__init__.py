@@ -573,8 +573,8 @@ class Pool:
     every stream reuse it behind device-side waits, for the tightest memory (docs/threads.md).
 
     large_cache_bytes: how many bytes of large blocks (up to 16 MiB) each stream keeps after
-    freeing them, for its next request of their size class (default 96 MiB; 0: none;
-    docs/large-blocks.md, "The shelf").
+    freeing them, for its next request of their size class or of one a little smaller (default
+    96 MiB; 0: none; docs/large-blocks.md, "The shelf").
     """
 
     _dead_verb = "closed"
