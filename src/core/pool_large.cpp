@@ -76,7 +76,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
       // The stream's own shelf into its arena before a growth, which would empty it too but
       // under growth_mu_: most of the mixed pattern's misses fit once it is merged, and four
       // threads on two cores queued on growth_mu_ for that (999 contended holds a run).
-      if (shelvable && empty_own_shelf(own)) {
+      if (own.shelf.on() && empty_own_shelf(own)) {
         if (void* q = take_free_large(s, cache, own, size, /*pending_ok=*/false,
                                       /*split_big=*/true)) {
           return q;
@@ -253,6 +253,9 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   // Only onto the freeing stream's own shelf (its shard's): a shelf empties when its stream goes.
   const bool shelve = cache != nullptr && &sh == shards_[cache->shard()].get() && sh.shelf.on();
   std::size_t size = 0;
+  // The block's kept timeline reference (arena_block::kept_line), if the free point does not take
+  // it over: dropped after the shard's lock, as it may be the timeline's last.
+  std::shared_ptr<timeline> kept;
   {
     std::lock_guard lock(sh.mu);
     arena_block* b = sh.find_handed_out(to_addr(p));
@@ -264,13 +267,13 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     }
     size = b->size;
     token_set tokens = std::move(b->tokens);  // recorded uses, if any
-    std::shared_ptr<timeline> kept = std::move(b->kept_line);
+    kept = std::move(b->kept_line);
     resolve_at_free(tokens);
     // Poison only behind every recorded use (see deallocate_chunk).
     if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
       s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
     }
-    if (s != nullptr) merge_free_point(tokens, *s, std::move(kept));
+    if (s != nullptr) merge_free_point(tokens, *s, &kept);
     for (const token& t : uses) merge_token(tokens, t);
     if (shelve && large_shelf::fits(size)) {
       // Onto the shelf, for the next request of its class; the oldest go into the arena past

@@ -437,10 +437,11 @@ pool_state::free_chunk pool_state::shared_chunk(const stream_cache::entry& e,
   return free_chunk{e.p, e.owner, std::move(tokens)};
 }
 
-void pool_state::merge_free_point(token_set& tokens, stream_ref s, std::shared_ptr<timeline> kept) {
+void pool_state::merge_free_point(token_set& tokens, stream_ref s,
+                                  std::shared_ptr<timeline>* kept) {
   const std::shared_ptr<timeline>& line = access::state(s)->line;
-  if (kept == line) {
-    merge_point(tokens, std::move(kept), line->current());
+  if (kept != nullptr && *kept == line) {
+    merge_point(tokens, std::move(*kept), line->current());
   } else {
     merge_point(tokens, line, line->current());
   }

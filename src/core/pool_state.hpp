@@ -212,10 +212,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
                                  const std::shared_ptr<timeline>& line);
   /// Adds s's point now to `tokens` (a free on s), without a token made for it: a token copy and
   /// its drop are a locked reference-count increment and decrement each. `kept`: a reference to a
-  /// timeline the caller holds anyway (arena_block::kept_line); when it is s's, the new token
-  /// takes it over instead of copying s's.
+  /// timeline the caller holds anyway (arena_block::kept_line); when it is s's and the set needs
+  /// a new token, the token takes it over (left empty) instead of copying s's.
   static void merge_free_point(token_set& tokens, stream_ref s,
-                               std::shared_ptr<timeline> kept = nullptr);
+                               std::shared_ptr<timeline>* kept = nullptr);
   /// spill_to_shared as the callable that stream_cache's push and try_steal take.
   [[nodiscard]] auto spiller() noexcept {
     return [this](std::span<const stream_cache::entry> entries,
