@@ -94,10 +94,14 @@ TEST(LargeBlocks, RemappingSettlesInALayoutThatNeverRepeats) {
     return p.statistics().upstream_calls() - before;
   };
   (void)run(100'000);
-  const std::uint64_t late = run(50'000);
+  // A fixed 2% slack made 11,834 driver calls in the 50,000 steps after 100,000, and would have
+  // gone on. Settled, what is left comes in bursts, as a new size meets a layout it does not fit:
+  // 24-432 calls per 50,000 steps in the four windows after 100,000, 66-240 before markers were
+  // counted per block into the arena (pool_large.cpp, mark_every), the same mean.
+  for (int window = 0; window < 4; ++window) {
+    EXPECT_LT(run(50'000), 1'000u) << "driver calls in window " << window << " of 50,000 steps";
+  }
   const sp::pool_statistics st = p.statistics();
-  // A fixed 2% slack made 11,834 driver calls in these 50,000 steps, and would have gone on.
-  EXPECT_LT(late, 250u) << "driver calls in 50,000 steps after 100,000";
   EXPECT_LT(st.reserved_bytes, st.peak_live_bytes * 3 / 2);
   EXPECT_EQ(st.host_waits, 0u);
   for (void* q : live) p.deallocate(s, q);
@@ -606,6 +610,35 @@ TEST(LargeShelf, ARequestTakesALittleLargerBlockOnlyFromABinWithBlocksToSpare) {
     p.deallocate(s, q);
     expect_valid(p);
   }
+}
+
+TEST(LargeShelf, OnlyBlocksThatGoIntoTheArenaCountTowardAMarker) {
+  // A marker is an event recorded and later queried on the device: a driver call each. Blocks a
+  // stream takes back from its shelf need none (pool_large.cpp, mark_every); blocks that go into
+  // the arena, where others and the remapping may take them, get one every 32nd block.
+  const auto markers_after = [](sp::pool_options o, auto&& run) {
+    sp::device d = vm_device();
+    sp::pool p(d, o);
+    sp::stream s(d);
+    p.deallocate(s, p.allocate(s, 4 * MiB));  // the growth, before the count starts
+    const auto before = s.ref().now().at;
+    run(p, s);
+    expect_valid(p);
+    return s.ref().now().at - before;
+  };
+  const auto churn = [](sp::pool& p, sp::stream_ref s) {
+    for (int i = 0; i < 320; ++i) p.deallocate(s, p.allocate(s, 4 * MiB));
+  };
+  EXPECT_EQ(markers_after({}, churn), 0U) << "every block came back from the shelf";
+  EXPECT_EQ(markers_after({.large_cache_bytes = 0}, churn), 10U) << "320 blocks, one in 32";
+  // Through a shelf of 16 MiB, 64 blocks of 4 MiB: 60 go into the arena past its bound.
+  EXPECT_EQ(markers_after({.large_cache_bytes = 16 * MiB},
+                          [](sp::pool& p, sp::stream_ref s) {
+                            std::vector<void*> blocks;
+                            for (int i = 0; i < 64; ++i) blocks.push_back(p.allocate(s, 4 * MiB));
+                            for (void* b : blocks) p.deallocate(s, b);
+                          }),
+            1U);
 }
 
 TEST(LargeShelf, ADoubleFreeOfAShelvedBlockIsRefusedAndThePoolStaysValid) {

@@ -97,14 +97,16 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   friend class stream;
   friend struct detail::access;
 
-  /// Called for each large free on this timeline, of `bytes`: records a marker for the current
-  /// point on every `every`-th call, once `bytes_between` bytes were freed since the last one, or
-  /// for a single free of at least a quarter of that.
+  /// Called when `blocks` large blocks of `bytes` in all, freed on this timeline, become free to
+  /// others (the pool's arena): records a marker for the current point once `every` blocks or
+  /// `bytes_between` bytes have come since the last one, or at once for at least a quarter of
+  /// that in one call.
   /// Lets others learn, without a marker per free, that memory freed on this timeline a little
   /// earlier is complete. Counts, not a clock: the same program records the same markers, every
   /// run, when one thread at a time frees on the timeline (counts are read and written back, not
   /// added atomically). Never blocks: skipped when the timeline is busy or retired.
-  void mark_now_and_then(std::size_t bytes, std::uint32_t every, std::size_t bytes_between);
+  void mark_now_and_then(std::uint32_t blocks, std::size_t bytes, std::uint32_t every,
+                         std::size_t bytes_between);
 
   /// Called once by the owning stream: waits for all submitted work, then drops the queue and
   /// hands every per-pool cache back to its pool. Returns the queue for the stream to destroy.
@@ -139,7 +141,7 @@ class STREAMPOOL_EXPORT timeline : public std::enable_shared_from_this<timeline>
   native_queue queue_;
   std::atomic<point> epoch_{1};
   std::atomic<point> completed_{0};
-  std::atomic<std::uint32_t> calls_since_mark_{0};  // mark_now_and_then's counts
+  std::atomic<std::uint32_t> blocks_since_mark_{0};  // mark_now_and_then's counts
   std::atomic<std::size_t> bytes_since_mark_{0};
 
   std::mutex mu_;  // guards pending_, queue_ (writes) and caches_

@@ -50,9 +50,9 @@ struct access {
   [[nodiscard]] static native_queue queue(const timeline& line) noexcept {
     return line.queue_for_submit();
   }
-  static void mark_now_and_then(timeline& line, std::size_t bytes, std::uint32_t every,
-                                std::size_t bytes_between) {
-    line.mark_now_and_then(bytes, every, bytes_between);
+  static void mark_now_and_then(timeline& line, std::uint32_t blocks, std::size_t bytes,
+                                std::uint32_t every, std::size_t bytes_between) {
+    line.mark_now_and_then(blocks, bytes, every, bytes_between);
   }
 
   [[nodiscard]] static stream_ref make_ref(const stream_state* s) noexcept { return stream_ref(s); }

@@ -42,12 +42,31 @@ bool owned_by(const token_set& tokens, const timeline* on) {
                      [&](const token& t) { return t.line.get() == on; });
 }
 
-/// How often a stream that frees large blocks records a marker: every 32nd large free, after
-/// 256 MiB freed, and at a single free of 64 MiB or more. Often enough that memory freed a little
-/// earlier is seen complete (by other streams, and for remapping), rarely enough that markers cost
-/// nothing next to a training step (a few dozen per step of ~1,000 large frees).
+/// How often a stream records a marker for the large blocks it frees into the arena: every 32nd
+/// block, after 256 MiB, and at once for 64 MiB or more at a time. Often enough that memory freed
+/// a little earlier is seen complete (by other streams, and for remapping), rarely enough that
+/// markers cost nothing next to a training step (a few dozen per step of ~1,000 large frees).
+/// Blocks that stay on the stream's shelf are not counted: the stream takes them back with no
+/// wait, and no one else may take them until they go into the arena, where they are counted then.
+/// (On the CUDA host a marker, an event recorded and queried, cost 500-650 ns, and the driver
+/// calls evicted the pool's working set: one per 112 steps of the mixed pattern made its steps
+/// 20-30 ns slower.)
 constexpr std::uint32_t mark_every = 32;
 constexpr std::size_t mark_bytes = std::size_t{256} << 20;
+
+/// Counts large blocks that go into an arena on a stream's free (or its shelf's emptying), for
+/// mark_now_and_then after the shard's lock.
+struct into_arena {
+  std::uint32_t blocks = 0;
+  std::size_t bytes = 0;
+  void add(const arena_block& b) noexcept {
+    ++blocks;
+    bytes += b.size;
+  }
+  void mark_on(timeline& line) const {
+    if (blocks != 0) access::mark_now_and_then(line, blocks, bytes, mark_every, mark_bytes);
+  }
+};
 
 }  // namespace
 
@@ -76,7 +95,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
       // The stream's own shelf into its arena before a growth, which would empty it too but
       // under growth_mu_: most of the mixed pattern's misses fit once it is merged, and four
       // threads on two cores queued on growth_mu_ for that (999 contended holds a run).
-      if (own.shelf.on() && empty_own_shelf(own)) {
+      if (own.shelf.on() && empty_own_shelf(own, s.get_timeline())) {
         if (void* q = take_free_large(s, cache, own, size, /*pending_ok=*/false,
                                       /*split_big=*/true)) {
           return q;
@@ -144,10 +163,17 @@ void pool_state::empty_shelf(large_shard& sh) {
   sh.shelf.empty([&](arena_block* b) { sh.arena.release(b, std::move(b->tokens)); });
 }
 
-bool pool_state::empty_own_shelf(large_shard& own) {
-  const std::lock_guard lock(own.mu);
-  if (own.shelf.count() == 0) return false;
-  empty_shelf(own);
+bool pool_state::empty_own_shelf(large_shard& own, timeline& line) {
+  into_arena moved;
+  {
+    const std::lock_guard lock(own.mu);
+    if (own.shelf.count() == 0) return false;
+    own.shelf.empty([&](arena_block* b) {
+      moved.add(*b);
+      own.arena.release(b, std::move(b->tokens));
+    });
+  }
+  moved.mark_on(line);
   return true;
 }
 
@@ -256,6 +282,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   // The block's kept timeline reference (arena_block::kept_line), if the free point does not take
   // it over: dropped after the shard's lock, as it may be the timeline's last.
   std::shared_ptr<timeline> kept;
+  into_arena moved;  // this free's block, or the shelf's oldest past its bound
   {
     std::lock_guard lock(sh.mu);
     arena_block* b = sh.find_handed_out(to_addr(p));
@@ -279,8 +306,12 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
       // Onto the shelf, for the next request of its class; the oldest go into the arena past
       // the bound.
       b->tokens = std::move(tokens);
-      sh.shelf.push(b, [&](arena_block* old) { sh.arena.release(old, std::move(old->tokens)); });
+      sh.shelf.push(b, [&](arena_block* old) {
+        moved.add(*old);
+        sh.arena.release(old, std::move(old->tokens));
+      });
     } else {
+      moved.add(*b);
       sh.arena.release(b, std::move(tokens));
     }
     ++sh.deallocations;
@@ -290,10 +321,11 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   } else {
     count_deallocation(size);
   }
-  // A marker now and then on the freeing stream: without one, the free point is never known
-  // complete (markers are lazy), so other streams would have to wait for this block and the
-  // remapping could never use it. Two relaxed counters when no marker is due.
-  if (s != nullptr) access::mark_now_and_then(s->get_timeline(), size, mark_every, mark_bytes);
+  // A marker now and then on the freeing stream for what went into the arena: without one, the
+  // free point is never known complete (markers are lazy), so other streams would have to wait
+  // for this block and the remapping could never use it. Two relaxed counters when no marker is
+  // due.
+  if (s != nullptr) moved.mark_on(s->get_timeline());
 #if STREAMPOOL_DEBUG_LEVEL >= 3
   // validate() is linear in the pool: after every large free while the pool is small, after every
   // n-th as it grows (validate_interval_, from validate()'s last cost), so that the debug preset

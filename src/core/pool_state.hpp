@@ -266,8 +266,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void* take_shelved(stream_ref s, stream_cache& cache, large_shard& sh, std::size_t size);
   /// Every block on the shelf of `sh` goes into its arena (under sh.mu).
   static void empty_shelf(large_shard& sh);
-  /// empty_shelf, taking own.mu; false when the shelf held nothing.
-  static bool empty_own_shelf(large_shard& own);
+  /// empty_shelf, taking own.mu, for a request on `line` (the shard's stream, whose marker count
+  /// the blocks join: pool_large.cpp, mark_every); false when the shelf held nothing.
+  static bool empty_own_shelf(large_shard& own, timeline& line);
   /// The same for every shard, or with `own` for the shards within `reach` of it (each under its
   /// lock): before anything that must see all the free memory (growth, trim, the pool's end).
   void empty_shelves(const large_shard* own = nullptr,

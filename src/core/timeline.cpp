@@ -81,21 +81,21 @@ bool timeline::wait_device(native_queue waiter, point p) {
 #endif
 }
 
-void timeline::mark_now_and_then(std::size_t bytes, std::uint32_t every,
+void timeline::mark_now_and_then(std::uint32_t blocks, std::size_t bytes, std::uint32_t every,
                                  std::size_t bytes_between) {
   // Read and written back, not added atomically: a locked add each was a tenth of a 1 MiB pair.
   // Frees on one stream from two threads at once may lose a count, or put back one just reset,
   // which moves a marker a little later or earlier: no more than that.
-  const std::uint32_t calls = calls_since_mark_.load(std::memory_order_relaxed) + 1;
+  const std::uint32_t since = blocks_since_mark_.load(std::memory_order_relaxed) + blocks;
   const std::size_t freed = bytes_since_mark_.load(std::memory_order_relaxed) + bytes;
-  calls_since_mark_.store(calls, std::memory_order_relaxed);
+  blocks_since_mark_.store(since, std::memory_order_relaxed);
   bytes_since_mark_.store(freed, std::memory_order_relaxed);
-  // A single free of a quarter of bytes_between marks at once: such a block is worth remapping
-  // or handing to another stream on its own, and frees that big are few.
-  if (calls < every && freed < bytes_between && bytes < bytes_between / 4) return;
+  // A quarter of bytes_between at once marks at once: such a block is worth remapping or handing
+  // to another stream on its own, and frees that big are few.
+  if (since < every && freed < bytes_between && bytes < bytes_between / 4) return;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || queue_ == nullptr) return;
-  calls_since_mark_.store(0, std::memory_order_relaxed);
+  blocks_since_mark_.store(0, std::memory_order_relaxed);
   bytes_since_mark_.store(0, std::memory_order_relaxed);
   advance_locked();  // drops completed markers first, so the list stays as short as the queue
   (void)record_locked();
