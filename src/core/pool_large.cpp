@@ -47,10 +47,11 @@ bool owned_by(const token_set& tokens, const timeline* on) {
 /// a little earlier is seen complete (by other streams, and for remapping), rarely enough that
 /// markers cost nothing next to a training step (a few dozen per step of ~1,000 large frees).
 /// Blocks that stay on the stream's shelf are not counted: the stream takes them back with no
-/// wait, and no one else may take them until they go into the arena, where they are counted then.
-/// (On the CUDA host a marker, an event recorded and queried, cost 500-650 ns, and the driver
-/// calls evicted the pool's working set: one per 112 steps of the mixed pattern made its steps
-/// 20-30 ns slower.)
+/// wait, a stream sharing the shard takes one only once it is known complete (a marker it waits
+/// for anyway), and they are counted when they go into the arena. A marker on CUDA is an event
+/// recorded and queried, 500-650 ns on the H100's host; counted per free, the mixed pattern
+/// recorded one per 112 steps, and its step took 66.9 ns there against 62.3 counted this way
+/// (docs/large-blocks.md, "Markers").
 constexpr std::uint32_t mark_every = 32;
 constexpr std::size_t mark_bytes = std::size_t{256} << 20;
 
