@@ -128,6 +128,7 @@ class large_shelf {
   }
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   /// Requests served from the shelf since the pool was made (statistics).
   [[nodiscard]] std::uint64_t hits() const noexcept { return hits_; }
 

@@ -169,10 +169,8 @@ bool pool_state::empty_own_shelf(large_shard& own, timeline& line) {
   {
     const std::lock_guard lock(own.mu);
     if (own.shelf.count() == 0) return false;
-    own.shelf.empty([&](arena_block* b) {
-      moved.add(*b);
-      own.arena.release(b, std::move(b->tokens));
-    });
+    moved = {static_cast<std::uint32_t>(own.shelf.count()), own.shelf.bytes()};
+    empty_shelf(own);
   }
   moved.mark_on(line);
   return true;
