@@ -25,7 +25,9 @@
 // ever biased.
 //
 // Invariants
-//   - owner_ is 0 (unbiased) or a thread's tag; it changes only from a tag to 0, under slow_.
+//   - owner_ is 0 (unbiased), a thread's tag, or `unclaimed` (biased to its first locker); it
+//     changes only from `unclaimed` to the tag of the thread whose lock() takes it, and from a tag
+//     to 0, each under slow_.
 //   - busy_ is written only by the owner thread; true exactly while it holds the lock biased
 //     (and for a moment while it finds revoked_ set).
 //   - once owner_ is 0, revoked_ stays true: an owner that read owner_ before it changed finds
@@ -116,6 +118,12 @@ class biased_lock {
   /// Biased to the calling thread when `bias` and the heavy fence is available.
   explicit biased_lock(bool bias) noexcept
       : owner_(bias && asymmetric_fences_available() ? thread_tag() : 0) {}
+  /// Biased to the first thread whose lock() takes it (a large shard: made with the pool, first
+  /// locked by the thread of the stream it is given to), when the heavy fence is available.
+  struct to_first_locker_t {};
+  static constexpr to_first_locker_t to_first_locker{};
+  explicit biased_lock(to_first_locker_t) noexcept
+      : owner_(asymmetric_fences_available() ? unclaimed : 0) {}
   biased_lock(const biased_lock&) = delete;
   biased_lock& operator=(const biased_lock&) = delete;
 
@@ -129,12 +137,19 @@ class biased_lock {
   void visit() noexcept {
     if (!enter_biased()) acquire(/*unbias=*/false);
   }
+  /// lock(), or false when another thread holds the lock (never waits for it).
+  [[gnu::noinline]] bool try_lock() noexcept {
+    if (enter_biased()) return true;
+    if (!slow_.try_lock()) return false;
+    if (take_slow(/*unbias=*/true, /*wait=*/false)) return true;
+    slow_.unlock();
+    return false;
+  }
   /// visit(), or false when another thread holds the lock (never waits for it).
   [[gnu::noinline]] bool try_visit() noexcept {
     if (enter_biased()) return true;
     if (!slow_.try_lock()) return false;
-    const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
-    if (owner == 0 || owner == thread_tag() || revoke(/*wait=*/false)) return true;
+    if (take_slow(/*unbias=*/false, /*wait=*/false)) return true;
     slow_.unlock();
     return false;
   }
@@ -159,7 +174,7 @@ class biased_lock {
     busy_.store(false, std::memory_order_release);
   }
 
-  /// Whether the lock is still biased (tests, statistics).
+  /// Whether the lock is biased to a thread, or will be to its first locker (tests, statistics).
   [[nodiscard]] bool biased() const noexcept { return owner_.load(std::memory_order_relaxed) != 0; }
   /// Acquisitions that had to wait for another holder.
   [[nodiscard]] std::uint64_t contended() const noexcept {
@@ -188,12 +203,26 @@ class biased_lock {
   }
   [[gnu::noinline]] void acquire(bool unbias) noexcept {
     slow_.lock();
+    (void)take_slow(unbias, /*wait=*/true);
+  }
+  /// Under slow_: makes the hold exclusive of a biased owner. A lock() (`unbias`) claims an
+  /// unclaimed lock for its thread, or drops another thread's bias for good. false when `wait` is
+  /// false and the owner holds the lock (nothing changed).
+  bool take_slow(bool unbias, bool wait) noexcept {
     const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
-    // The owner itself needs no revoke: it is the only thread that sets busy_.
-    if (owner == 0 || owner == thread_tag()) return;
-    (void)revoke(/*wait=*/true);
+    // The owner itself needs no revoke: it is the only thread that sets busy_. Unclaimed, no
+    // thread can have entered biased: no tag equals `unclaimed`.
+    if (owner == 0 || owner == thread_tag()) return true;
+    if (owner == unclaimed) {
+      // No thread read its own tag here before now, so none can enter on a stale owner_; the
+      // release of slow_ (release_slow) publishes it with revoked_ clear.
+      if (unbias) owner_.store(thread_tag(), std::memory_order_relaxed);
+      return true;
+    }
+    if (!revoke(wait)) return false;
     // revoked_ stays set for good (see the invariants).
     if (unbias) owner_.store(0, std::memory_order_relaxed);
+    return true;
   }
   /// Under slow_: keeps the owner out (revoked_, the heavy fence) and waits until it is out.
   /// false when `wait` is false and the owner holds the lock (revoked_ is then clear again).
@@ -211,6 +240,9 @@ class biased_lock {
     return true;
   }
 
+  /// owner_ of a lock biased to its first locker before that lock(): never a thread's tag (an
+  /// odd address).
+  static constexpr std::uintptr_t unclaimed = 1;
   std::atomic<std::uintptr_t> owner_;
   std::atomic<bool> busy_{false};
   std::atomic<bool> revoked_{false};

@@ -210,10 +210,10 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
     large_shard* target = &own;  // the shard whose range the window is in
     {
       std::unique_lock lock(own.mu);
-      std::unique_lock<spinlock> target_lock;  // target's, when it is not own
+      std::unique_lock<biased_lock> target_lock;  // target's, when it is not own
       // Other shards whose complete free granules this plan remaps: locked until it is committed
       // (only a growth holds two shard locks; large_shard.hpp).
-      std::vector<std::pair<large_shard*, std::unique_lock<spinlock>>> donors;
+      std::vector<std::pair<large_shard*, std::unique_lock<biased_lock>>> donors;
       const auto unlock_all = [&] {
         donors.clear();
         if (target_lock.owns_lock()) target_lock.unlock();
@@ -274,7 +274,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           for (std::size_t i = 0; i < shard_count && have < need; ++i) {
             large_shard& sh = *shards_[(own.index + i) % shard_count];
             if (!within_reach(own, sh, reach)) continue;
-            std::unique_lock<spinlock> sh_lock;
+            std::unique_lock<biased_lock> sh_lock;
             if (&sh != &own && &sh != target) sh_lock = std::unique_lock(sh.mu);
             const bool window_here = &sh == target;
             std::vector<granule_run> more = complete_free_granules(

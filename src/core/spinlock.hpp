@@ -1,4 +1,5 @@
-// streampool: a test-and-test-and-set spinlock for the per-stream caches and the large shards.
+// streampool: a test-and-test-and-set spinlock: the slow half of the biased lock (the stream
+// caches and the large shards, biased_lock.hpp) and the pool's idle check.
 //
 // Why not std::mutex: the lock guards a few loads and stores (a stream cache) or a few index
 // operations (a shard), is uncontended in the common case (one thread per stream) and sits on the

@@ -205,3 +205,66 @@ TEST(BiasedLock, TheOwnersTryEntryWithALockAfterItExcludesVisitors) {
 }
 
 }  // namespace
+
+TEST(BiasedLock, AFirstLockerLockIsClaimedByTheFirstLockNotByAVisit) {
+  // The large shards' lock: made with the pool, biased to the stream's thread that locks it first.
+  sd::biased_lock l(sd::biased_lock::to_first_locker);
+  const bool fences = sd::asymmetric_fences_available();
+  EXPECT_EQ(l.biased(), fences);
+  EXPECT_FALSE(l.try_enter_biased()) << "nobody owns it before a lock()";
+  // A visit (statistics, from another thread) takes it without claiming it.
+  std::thread([&] { const sd::visit_guard g(l); }).join();
+  EXPECT_FALSE(l.try_enter_biased());
+  // The first lock() claims it for its thread: that thread enters biased from then on.
+  bool claimed = false, other = true;
+  std::thread([&] {
+    l.lock();
+    l.unlock();
+    claimed = l.try_enter_biased();
+    if (claimed) l.exit_biased();
+    // A second thread started now is refused the owner's entry.
+    std::thread([&] { other = l.try_enter_biased(); }).join();
+  }).join();
+  EXPECT_EQ(claimed, fences);
+  EXPECT_FALSE(other);
+  EXPECT_EQ(l.biased(), fences);
+  // Another thread's lock() then drops the bias as for a lock biased when made.
+  l.lock();
+  l.unlock();
+  EXPECT_FALSE(l.biased());
+}
+
+TEST(BiasedLock, AFirstLockersOwnerAndOtherLockersExcludeEachOther) {
+  sd::biased_lock l(sd::biased_lock::to_first_locker);
+  std::uint64_t counter = 0;
+  std::atomic<bool> go{false};
+  l.lock();  // this thread claims it
+  l.unlock();
+  std::thread other = bump_after<std::lock_guard<sd::biased_lock>>(go, l, counter, rounds);
+  go.store(true);
+  for (int i = 0; i < rounds; ++i) {
+    const std::lock_guard g(l);
+    bump(counter);
+  }
+  other.join();
+  EXPECT_EQ(counter, 2u * rounds);
+}
+
+TEST(BiasedLock, TryLockNeverWaitsAndDropsAnotherThreadsBiasOnlyWhenItGetsIn) {
+  sd::biased_lock l(/*bias=*/true);
+  const bool fences = sd::asymmetric_fences_available();
+  l.lock();
+  bool got = true;
+  std::thread([&] { got = l.try_lock(); }).join();
+  EXPECT_FALSE(got) << "the owner holds it";
+  EXPECT_EQ(l.biased(), fences) << "a refused try_lock leaves the bias";
+  l.unlock();
+  std::thread([&] {
+    got = l.try_lock();
+    if (got) l.unlock();
+  }).join();
+  EXPECT_TRUE(got);
+  EXPECT_FALSE(l.biased()) << "a try_lock that gets in is a lock(): the bias is gone";
+  EXPECT_TRUE(l.try_lock());
+  l.unlock();
+}
