@@ -131,6 +131,12 @@ class biased_lock {
   void lock() noexcept {
     if (enter_biased()) [[likely]]
       return;
+    // Unbiased for good (owner_ 0 never changes): a plain spinlock, with no call (a stream or a
+    // shard used from several threads).
+    if (owner_.load(std::memory_order_relaxed) == 0) {
+      slow_.lock();
+      return;
+    }
     acquire(/*unbias=*/true);
   }
   /// A visit that keeps the bias (the pool's walks over its caches).
@@ -159,6 +165,10 @@ class biased_lock {
     if (busy_.load(std::memory_order_relaxed) &&
         owner_.load(std::memory_order_relaxed) == thread_tag()) [[likely]] {
       busy_.store(false, std::memory_order_release);
+      return;
+    }
+    if (owner_.load(std::memory_order_relaxed) == 0) {
+      slow_.unlock();
       return;
     }
     release_slow();
