@@ -16,13 +16,14 @@
 //   read sees the other's store, so both never enter. An owner that finds revoked_ set takes
 //   slow_ like the others (and needs no fence: it is the only thread that sets busy_).
 //
-// Bias: given to the thread that makes the lock (the cache's first user). lock() by any other
-// thread drops it for good (one heavy fence), and from then on every thread takes slow_, as a
-// plain spinlock: a stream used from several threads (PyTorch's autograd thread frees what the
-// main thread allocated) pays nothing per call for the bias it lost. visit() and try_visit()
-// (the pool's own walks: statistics, snapshots, validation, drains, steals) lock without
-// dropping it, at one heavy fence each. Without membarrier (not Linux, or refused) nothing is
-// ever biased.
+// Bias: given to the thread that makes the lock (the cache's first user), or, for a lock made
+// before its user is known (a large shard, made with the pool), to the first thread whose lock()
+// takes it. lock() by any other thread drops it for good (one heavy fence), and from then on every
+// thread takes slow_, as a plain spinlock: a stream used from several threads (PyTorch's autograd
+// thread frees what the main thread allocated) pays nothing per call for the bias it lost. visit()
+// and try_visit() (the pool's own walks: statistics, snapshots, validation, drains, steals) lock
+// without dropping it, at one heavy fence each. Without membarrier (not Linux, or refused) nothing
+// is ever biased.
 //
 // Invariants
 //   - owner_ is 0 (unbiased), a thread's tag, or `unclaimed` (biased to its first locker); it

@@ -36,15 +36,16 @@ struct alignas(64) large_shard {
   // Guards arena, the handles of its ranges, and what follows. Not a mutex: it is taken once per
   // large allocation and free and held for a few index operations, and in a running program the
   // mutex's calls into libpthread (two per critical section, through the PLT) are cache misses of
-  // their own. A biased lock (biased_lock.hpp), biased to the first thread that locks it: the
-  // shard is given to one stream, whose thread then takes it with plain loads and stores, no
-  // locked exchange (on the mixed pattern, 2-3% of a step on the 2-core host). Another thread's
-  // lock (a free on another stream, a growth that takes from this shard, statistics) drops the
-  // bias for good at one heavy fence, and the lock is a plain spinlock from then on. Held for long
-  // only by a growth's search (windows, granules to remap, and the marker queries its polls make)
-  // under the growing shard's lock and its donors'; never across a driver call that creates, maps
-  // or unmaps memory, nor a host wait. A waiter spins briefly, then yields; growth is rare once a
-  // program settles (0 driver calls per step).
+  // their own. A biased lock (biased_lock.hpp), biased to the first thread that locks it: the shard
+  // is given to one stream, whose thread then takes it with plain loads and stores, no locked
+  // exchange (on the 2-core host, a 1 MiB pair 41 -> 37 ns; the mixed step at most 2% faster:
+  // bench/RESULTS.md, twenty-fifth session). Another thread's lock (a free on another stream, a
+  // growth that takes from this shard, statistics) drops the bias for good at one heavy fence, and
+  // the lock is a plain spinlock from then on. Held for long only by a growth's search (windows,
+  // granules to remap, and the marker queries its polls make) under the growing shard's lock and
+  // its donors'; never across a driver call that creates, maps or unmaps memory, nor a host wait. A
+  // waiter spins briefly, then yields; growth is rare once a program settles (0 driver calls per
+  // step).
   mutable biased_lock mu{biased_lock::to_first_locker};
   block_arena arena;
   // Large blocks just freed, kept live in `arena` for the next request of their size class
