@@ -145,21 +145,9 @@ class biased_lock {
     if (!enter_biased()) acquire(/*unbias=*/false);
   }
   /// lock(), or false when another thread holds the lock (never waits for it).
-  [[gnu::noinline]] bool try_lock() noexcept {
-    if (enter_biased()) return true;
-    if (!slow_.try_lock()) return false;
-    if (take_slow(/*unbias=*/true, /*wait=*/false)) return true;
-    slow_.unlock();
-    return false;
-  }
+  [[gnu::noinline]] bool try_lock() noexcept { return try_take(/*unbias=*/true); }
   /// visit(), or false when another thread holds the lock (never waits for it).
-  [[gnu::noinline]] bool try_visit() noexcept {
-    if (enter_biased()) return true;
-    if (!slow_.try_lock()) return false;
-    if (take_slow(/*unbias=*/false, /*wait=*/false)) return true;
-    slow_.unlock();
-    return false;
-  }
+  [[gnu::noinline]] bool try_visit() noexcept { return try_take(/*unbias=*/false); }
   [[gnu::always_inline]] void unlock() noexcept {
     // Only the owner sets busy_, and only for a biased hold or for a moment in enter_biased(),
     // which this thread is not in: its own busy_ set means it holds the lock biased.
@@ -211,6 +199,13 @@ class biased_lock {
     if (owner_.load(std::memory_order_relaxed) != 0)
       revoked_.store(false, std::memory_order_release);
     slow_.unlock();
+  }
+  bool try_take(bool unbias) noexcept {
+    if (enter_biased()) return true;
+    if (!slow_.try_lock()) return false;
+    if (take_slow(unbias, /*wait=*/false)) return true;
+    slow_.unlock();
+    return false;
   }
   [[gnu::noinline]] void acquire(bool unbias) noexcept {
     slow_.lock();

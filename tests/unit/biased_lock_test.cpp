@@ -88,8 +88,9 @@ TEST(BiasedLock, OwnerAndVisitorsExcludeEachOtherAndVisitsKeepTheBias) {
   EXPECT_EQ(l.biased(), biased) << "visits must not drop the bias";
 }
 
-TEST(BiasedLock, AnotherThreadsLockDropsTheBiasAndBothStillExcludeEachOther) {
-  sd::biased_lock l(/*bias=*/true);
+/// This thread and another lock() l `rounds` times each, bumping one counter, which must end
+/// exact.
+void lock_beside_another_locker(sd::biased_lock& l) {
   std::uint64_t counter = 0;
   std::atomic<bool> go{false};
   std::thread other = bump_after<std::lock_guard<sd::biased_lock>>(go, l, counter, rounds);
@@ -100,21 +101,30 @@ TEST(BiasedLock, AnotherThreadsLockDropsTheBiasAndBothStillExcludeEachOther) {
   }
   other.join();
   EXPECT_EQ(counter, 2u * rounds);
+}
+
+TEST(BiasedLock, AnotherThreadsLockDropsTheBiasAndBothStillExcludeEachOther) {
+  sd::biased_lock l(/*bias=*/true);
+  lock_beside_another_locker(l);
   EXPECT_FALSE(l.biased()) << "a lock() by a thread other than the owner drops the bias";
+}
+
+/// try_lock() (`lock`) or try_visit() on a new thread, released at once if it got in.
+bool try_on_another_thread(sd::biased_lock& l, bool lock) {
+  bool got = false;
+  std::thread([&] {
+    got = lock ? l.try_lock() : l.try_visit();
+    if (got) l.unlock();
+  }).join();
+  return got;
 }
 
 TEST(BiasedLock, TryVisitFailsWhileTheOwnerHoldsItAndSucceedsAfter) {
   sd::biased_lock l(/*bias=*/true);
   l.lock();
-  bool got = true;
-  std::thread([&] { got = l.try_visit(); }).join();
-  EXPECT_FALSE(got);
+  EXPECT_FALSE(try_on_another_thread(l, /*lock=*/false));
   l.unlock();
-  std::thread([&] {
-    got = l.try_visit();
-    if (got) l.unlock();
-  }).join();
-  EXPECT_TRUE(got);
+  EXPECT_TRUE(try_on_another_thread(l, /*lock=*/false));
   // The owner takes it again at once: the failed and the successful visit left nothing behind.
   l.lock();
   l.unlock();
@@ -236,34 +246,20 @@ TEST(BiasedLock, AFirstLockerLockIsClaimedByTheFirstLockNotByAVisit) {
 
 TEST(BiasedLock, AFirstLockersOwnerAndOtherLockersExcludeEachOther) {
   sd::biased_lock l(sd::biased_lock::to_first_locker);
-  std::uint64_t counter = 0;
-  std::atomic<bool> go{false};
   l.lock();  // this thread claims it
   l.unlock();
-  std::thread other = bump_after<std::lock_guard<sd::biased_lock>>(go, l, counter, rounds);
-  go.store(true);
-  for (int i = 0; i < rounds; ++i) {
-    const std::lock_guard g(l);
-    bump(counter);
-  }
-  other.join();
-  EXPECT_EQ(counter, 2u * rounds);
+  lock_beside_another_locker(l);
+  EXPECT_FALSE(l.biased()) << "the other thread's lock() drops the bias";
 }
 
 TEST(BiasedLock, TryLockNeverWaitsAndDropsAnotherThreadsBiasOnlyWhenItGetsIn) {
   sd::biased_lock l(/*bias=*/true);
   const bool fences = sd::asymmetric_fences_available();
   l.lock();
-  bool got = true;
-  std::thread([&] { got = l.try_lock(); }).join();
-  EXPECT_FALSE(got) << "the owner holds it";
+  EXPECT_FALSE(try_on_another_thread(l, /*lock=*/true)) << "the owner holds it";
   EXPECT_EQ(l.biased(), fences) << "a refused try_lock leaves the bias";
   l.unlock();
-  std::thread([&] {
-    got = l.try_lock();
-    if (got) l.unlock();
-  }).join();
-  EXPECT_TRUE(got);
+  EXPECT_TRUE(try_on_another_thread(l, /*lock=*/true));
   EXPECT_FALSE(l.biased()) << "a try_lock that gets in is a lock(): the bias is gone";
   EXPECT_TRUE(l.try_lock());
   l.unlock();
