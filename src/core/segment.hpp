@@ -35,7 +35,16 @@ enum class segment_kind : std::uint8_t { slab, large };
 
 enum chunk_state : std::uint8_t { chunk_free = 0, chunk_live = 1, chunk_live_with_uses = 2 };
 
-struct segment {
+/// What two threads' data must be apart so that one's writes never slow the other's reads: two
+/// cache lines, since the L2's adjacent-line prefetcher fetches lines in aligned pairs. Every
+/// thread reads a slab's header on every free, and a slab's chunks (and their state bytes) go to
+/// several threads, while the header and the state array were malloc'd beside whatever their
+/// creating thread writes all the time. Two threads on the mixed pattern, each on its own
+/// stream of one pool (2-core host), took 64-72 ns a step against 48-50 on two pools; headers and
+/// state lines 128 bytes apart, 53-60 (bench/RESULTS.md, twenty-sixth session).
+inline constexpr std::size_t false_sharing_span = 128;
+
+struct alignas(false_sharing_span) segment {
   segment(segment_kind k, void* b, std::size_t n) : kind(k), base(b), bytes(n) {}
   segment_kind kind;
   void* base;
@@ -51,21 +60,22 @@ struct slab : segment {
         chunk_inverse(inverse_of(chunk)),
         // Threads on their own streams each keep reusing their own chunk; if two of those chunks'
         // state bytes shared a cache line, every alloc and free would bounce it between cores.
-        // Few chunks: each state byte has its own line. Many: the states are interleaved over
+        // Few chunks: each state byte has its own line (a state_line: false_sharing_span bytes,
+        // of which the first 64 hold states). Many: the states are interleaved over
         // lines_for(chunks) lines (chunk i's byte is on line i mod lines), so that chunks carved
         // one after another (in address order, often by different threads) have their bytes on
         // different lines: the first 16 carves of a slab never share one.
         line_mask(chunks <= 128 ? ~std::size_t{0} : lines_for(chunks) - 1),
         line_shift(chunks <= 128 ? 63
                                  : static_cast<std::size_t>(std::countr_zero(lines_for(chunks)))),
-        states(new std::atomic<std::uint8_t>[(chunks <= 128 ? chunks : lines_for(chunks)) * 64]) {
+        states(new state_line[chunks <= 128 ? chunks : lines_for(chunks)]) {
     STREAMPOOL_ASSERT(n <= UINT64_MAX / chunk);  // index_of's multiply-high is exact
     for (std::size_t i = 0; i < chunks; ++i) state(i).store(chunk_free, std::memory_order_relaxed);
   }
   /// Chunk i's state byte: line i & line_mask, byte i >> line_shift of it. A mask and a shift,
   /// not a division: this is on every free's path.
   [[nodiscard]] std::atomic<std::uint8_t>& state(std::size_t i) const noexcept {
-    return states[((i & line_mask) << 6) + (i >> line_shift)];
+    return states[i & line_mask].at[i >> line_shift];
   }
   /// Lines for more than 128 chunks: a power of two, at least 16 and enough for 64 bytes each.
   static std::size_t lines_for(std::size_t chunks) noexcept {
@@ -97,7 +107,12 @@ struct slab : segment {
   std::size_t line_shift;       // up to 128 chunks: 63 (byte 0 of its line); else log2(lines)
   std::size_t carved = 0;       // chunks [0, carved) were handed out at least once; guarded by the
                                 // class list lock
-  std::unique_ptr<std::atomic<std::uint8_t>[]> states;
+  // One line of state bytes, alone on its false_sharing_span (host memory: 128 bytes a chunk for
+  // slabs of up to 128 chunks, e.g. 16 KiB beside a 64 KiB slab of 512 B chunks).
+  struct alignas(false_sharing_span) state_line {
+    std::atomic<std::uint8_t> at[64];
+  };
+  std::unique_ptr<state_line[]> states;
 };
 
 /// Tokens that one piece of memory must wait for, at most one per timeline (the latest point).
