@@ -36,7 +36,8 @@ enum class segment_kind : std::uint8_t { slab, large };
 enum chunk_state : std::uint8_t { chunk_free = 0, chunk_live = 1, chunk_live_with_uses = 2 };
 
 /// What two threads' data must be apart so that one's writes never slow the other's reads: two
-/// cache lines, since the L2's adjacent-line prefetcher fetches lines in aligned pairs. Every
+/// cache lines, since the L2's adjacent-line prefetcher fetches lines in aligned pairs (the host's
+/// runs did not tell 64 from 128 bytes apart beyond doubt; 128 costs only host memory). Every
 /// thread reads a slab's header on every free, and a slab's chunks (and their state bytes) go to
 /// several threads, while the header and the state array were malloc'd beside whatever their
 /// creating thread writes all the time. Two threads on the mixed pattern, each on its own
