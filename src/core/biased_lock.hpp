@@ -22,8 +22,11 @@
 // thread takes slow_, as a plain spinlock: a stream used from several threads (PyTorch's autograd
 // thread frees what the main thread allocated) pays nothing per call for the bias it lost. visit()
 // and try_visit() (the pool's own walks: statistics, snapshots, validation, drains, steals) lock
-// without dropping it, at one heavy fence each. Without membarrier (not Linux, or refused) nothing
-// is ever biased.
+// without dropping it, at one heavy fence each. borrow() and try_borrow() (a thread that reaches
+// into a lock meant for another: a growth that searches idle shards) are lock() and try_lock()
+// that leave a lock biased to its first locker unclaimed: the thread that claims it is then the
+// one its stream runs on, not whichever thread grew first. Without membarrier (not Linux, or
+// refused) nothing is ever biased.
 //
 // Invariants
 //   - owner_ is 0 (unbiased), a thread's tag, or `unclaimed` (biased to its first locker); it
@@ -41,6 +44,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #if defined(__linux__)
@@ -138,16 +142,23 @@ class biased_lock {
       slow_.lock();
       return;
     }
-    acquire(/*unbias=*/true);
+    acquire(take::lock);
   }
   /// A visit that keeps the bias (the pool's walks over its caches).
   void visit() noexcept {
-    if (!enter_biased()) acquire(/*unbias=*/false);
+    if (!enter_biased()) acquire(take::visit);
+  }
+  /// lock() that leaves a lock biased to its first locker unclaimed (a thread that is not the
+  /// lock's user: a growth in an idle shard). Released with unlock().
+  void borrow() noexcept {
+    if (!enter_biased()) acquire(take::borrow);
   }
   /// lock(), or false when another thread holds the lock (never waits for it).
-  [[gnu::noinline]] bool try_lock() noexcept { return try_take(/*unbias=*/true); }
+  [[gnu::noinline]] bool try_lock() noexcept { return try_take(take::lock); }
   /// visit(), or false when another thread holds the lock (never waits for it).
-  [[gnu::noinline]] bool try_visit() noexcept { return try_take(/*unbias=*/false); }
+  [[gnu::noinline]] bool try_visit() noexcept { return try_take(take::visit); }
+  /// borrow(), or false when another thread holds the lock (never waits for it).
+  [[gnu::noinline]] bool try_borrow() noexcept { return try_take(take::borrow); }
   [[gnu::always_inline]] void unlock() noexcept {
     // Only the owner sets busy_, and only for a biased hold or for a moment in enter_biased(),
     // which this thread is not in: its own busy_ set means it holds the lock biased.
@@ -200,21 +211,23 @@ class biased_lock {
       revoked_.store(false, std::memory_order_release);
     slow_.unlock();
   }
-  bool try_take(bool unbias) noexcept {
+  /// How a non-owner takes the lock: lock() claims an unclaimed bias or drops another thread's;
+  /// borrow() only drops; visit() does neither.
+  enum class take { lock, borrow, visit };
+  bool try_take(take how) noexcept {
     if (enter_biased()) return true;
     if (!slow_.try_lock()) return false;
-    if (take_slow(unbias, /*wait=*/false)) return true;
+    if (take_slow(how, /*wait=*/false)) return true;
     slow_.unlock();
     return false;
   }
-  [[gnu::noinline]] void acquire(bool unbias) noexcept {
+  [[gnu::noinline]] void acquire(take how) noexcept {
     slow_.lock();
-    (void)take_slow(unbias, /*wait=*/true);
+    (void)take_slow(how, /*wait=*/true);
   }
-  /// Under slow_: makes the hold exclusive of a biased owner. A lock() (`unbias`) claims an
-  /// unclaimed lock for its thread, or drops another thread's bias for good. false when `wait` is
-  /// false and the owner holds the lock (nothing changed).
-  bool take_slow(bool unbias, bool wait) noexcept {
+  /// Under slow_: makes the hold exclusive of a biased owner, and claims or drops the bias as
+  /// `how` says. false when `wait` is false and the owner holds the lock (nothing changed).
+  bool take_slow(take how, bool wait) noexcept {
     const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
     // The owner itself needs no revoke: it is the only thread that sets busy_. Unclaimed, no
     // thread can have entered biased: no tag equals `unclaimed`.
@@ -222,12 +235,12 @@ class biased_lock {
     if (owner == unclaimed) {
       // No thread read its own tag here before now, so none can enter on a stale owner_; the
       // release of slow_ (release_slow) publishes it with revoked_ clear.
-      if (unbias) owner_.store(thread_tag(), std::memory_order_relaxed);
+      if (how == take::lock) owner_.store(thread_tag(), std::memory_order_relaxed);
       return true;
     }
     if (!revoke(wait)) return false;
     // revoked_ stays set for good (see the invariants).
-    if (unbias) owner_.store(0, std::memory_order_relaxed);
+    if (how != take::visit) owner_.store(0, std::memory_order_relaxed);
     return true;
   }
   /// Under slow_: keeps the owner out (revoked_, the heavy fence) and waits until it is out.
@@ -255,6 +268,12 @@ class biased_lock {
   spinlock slow_;
   std::atomic<std::uint64_t> owner_waits_{0};
 };
+
+/// A borrow() held as a std::unique_lock (released by its unlock()).
+[[nodiscard]] inline std::unique_lock<biased_lock> borrow_lock(biased_lock& l) noexcept {
+  l.borrow();
+  return {l, std::adopt_lock};
+}
 
 /// std::lock_guard for a visit.
 class visit_guard {

@@ -40,8 +40,10 @@ struct alignas(64) large_shard {
   // is given to one stream, whose thread then takes it with plain loads and stores, no locked
   // exchange (on the 2-core host, a 1 MiB pair 41 -> 37 ns; the mixed step at most 2% faster:
   // bench/RESULTS.md, twenty-fifth session). Another thread's lock (a free on another stream, a
-  // growth that takes from this shard, statistics) drops the bias for good at one heavy fence, and
-  // the lock is a plain spinlock from then on. Held for long only by a growth's search (windows,
+  // growth that takes from this shard) drops the bias for good at one heavy fence, and the lock is
+  // a plain spinlock from then on. The pool's reaches into a shard that is not the calling
+  // stream's borrow the lock (biased_lock::borrow): an idle shard stays unclaimed for the stream
+  // it is given to next. Held for long only by a growth's search (windows,
   // granules to remap, and the marker queries its polls make) under the growing shard's lock and
   // its donors'; never across a driver call that creates, maps or unmaps memory, nor a host wait. A
   // waiter spins briefly, then yields; growth is rare once a program settles (0 driver calls per

@@ -31,7 +31,7 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
 void pool_state::stream_gone(std::size_t shard) {
   if (shards_[shard]->shelf.on()) {
     // What the stream shelved goes back with it (the shard may be shared: all of it).
-    const std::lock_guard lock(shards_[shard]->mu);
+    const auto lock = borrow_lock(shards_[shard]->mu);  // any thread may end a stream
     empty_shelf(*shards_[shard]);
   }
   shards_[shard]->streams.fetch_sub(1);

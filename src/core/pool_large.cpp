@@ -156,7 +156,7 @@ void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& s
     start = b->start;
     taken = b->size;
   }
-  count_live(cache, static_cast<std::int64_t>(taken));
+  count_live_out(cache, taken);
   return to_ptr(start);
 }
 
@@ -182,7 +182,7 @@ void pool_state::empty_shelves(const large_shard* own, large_reach reach) {
   if (!shards_[0]->shelf.on()) return;
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
-    const std::lock_guard lock(sh->mu);
+    const auto lock = borrow_lock(sh->mu);
     empty_shelf(*sh);
   }
 }
@@ -194,10 +194,15 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
   token_set waits;
   std::uintptr_t start = 0;
   {
+    // Another stream's idle shard is borrowed: its bias stays for the stream it is given to.
     std::unique_lock lock(sh.mu, std::defer_lock);
-    if (!try_only) {
+    if (&sh == shards_[cache.shard()].get()) {
       lock.lock();
-    } else if (!lock.try_lock()) {
+    } else if (!try_only) {
+      lock = borrow_lock(sh.mu);
+    } else if (sh.mu.try_borrow()) {
+      lock = std::unique_lock(sh.mu, std::adopt_lock);
+    } else {
       return nullptr;
     }
     const auto& free = sh.arena.mapped_free();
@@ -266,7 +271,7 @@ void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexce
 void* pool_state::hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start,
                                  std::size_t bytes, const token_set& waits) {
   (void)order_after(s, waits);
-  count_live(cache, static_cast<std::int64_t>(bytes));
+  count_live_out(cache, bytes);
   return to_ptr(start);
 }
 
@@ -316,7 +321,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     ++sh.deallocations;
   }
   if (cache != nullptr) {
-    count_live(*cache, -static_cast<std::int64_t>(size));
+    count_live_back(*cache, size);
   } else {
     count_deallocation(size);
   }
@@ -352,7 +357,7 @@ void pool_state::mark_free_large(const timeline* skip, const large_shard* own, l
   token_set pending;
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;
-    std::lock_guard lock(sh->mu);
+    const auto lock = borrow_lock(sh->mu);
     sh->arena.for_each_mapped_free([&](const arena_block* b) {
       if (!all_complete(b->tokens))
         for (const token& t : b->tokens)
@@ -372,7 +377,7 @@ std::size_t pool_state::trim_large() {
   }
   std::vector<large_range*> release;
   for (const auto& sh : shards_) {
-    std::lock_guard lock(sh->mu);
+    const auto lock = borrow_lock(sh->mu);
     const std::size_t first = release.size();
     for (const auto& r : sh->arena.ranges()) {
       arena_block* b = block_arena::sole_free_block(*r);

@@ -153,7 +153,7 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
     std::vector<granule_run> runs;
     std::vector<native_physical> handles;
     {
-      std::lock_guard lock(sh->mu);
+      const auto lock = borrow_lock(sh->mu);
       empty_shelf(*sh);  // shelved blocks are free memory too
       // Pieces kept apart while different streams' work on them was pending: what has completed
       // merges first, so that whole granules across their boundaries go back too.
@@ -233,7 +233,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         for (std::size_t i = 1; i < shard_count; ++i) {
           large_shard& other = *shards_[(own.index + i) % shard_count];
           if (!within_reach(own, other, reach)) continue;
-          std::unique_lock other_lock(other.mu);
+          auto other_lock = borrow_lock(other.mu);  // an idle shard: its bias stays unclaimed
           other.arena.coalesce(/*force=*/false);
           std::optional<block_arena::window> ow = other.arena.best_window(size, ready);
           if (ow && (!w || better(*ow, *w))) {
@@ -275,7 +275,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
             large_shard& sh = *shards_[(own.index + i) % shard_count];
             if (!within_reach(own, sh, reach)) continue;
             std::unique_lock<biased_lock> sh_lock;
-            if (&sh != &own && &sh != target) sh_lock = std::unique_lock(sh.mu);
+            if (&sh != &own && &sh != target) sh_lock = borrow_lock(sh.mu);
             const bool window_here = &sh == target;
             std::vector<granule_run> more = complete_free_granules(
                 sh, need - have, window_here ? w->chain_start : 0, window_here ? w->chain_end : 0);
@@ -310,7 +310,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           bool merged = false;
           for (const auto& sh : shards_) {
             if (!within_reach(own, *sh, reach)) continue;
-            const std::lock_guard relock(sh->mu);
+            const auto relock = borrow_lock(sh->mu);
             merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
           }
           if (merged) {
@@ -412,7 +412,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       }
       ++mapped_runs;
       upstream_maps_.fetch_add(n, std::memory_order_relaxed);
-      std::lock_guard lock(target->mu);
+      const auto lock = borrow_lock(target->mu);
       large_range* r = t.range;
       const std::size_t first = (t.from - to_addr(r->base)) / g;
       if (r->handles.size() < first + n) r->handles.resize(first + n, nullptr);
@@ -429,7 +429,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       release_physical(fresh);
       // The device refused a mapping (out of memory for its page tables): free the window and
       // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
-      std::lock_guard lock(target->mu);
+      const auto lock = borrow_lock(target->mu);
       target->arena.release(b, waits);
       for (std::size_t i = mapped_runs; i < targets.size(); ++i) {
         const granule_run& t = targets[i];
@@ -440,7 +440,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       return nullptr;
     }
     {
-      std::lock_guard lock(target->mu);
+      const auto lock = borrow_lock(target->mu);
       if (extent_lo != window || extent_hi != window + size) {
         // Mapped now: the parts around the window become free (behind the same waits).
         arena_block* f = target->arena.release(b, waits);

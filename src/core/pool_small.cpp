@@ -64,8 +64,12 @@ inline void pool_state::publish_live(const stream_cache::counted& n, bool alloca
   }
 }
 
-void pool_state::count_live(stream_cache& c, std::int64_t bytes) {
-  publish_live(c.count_live(bytes), /*allocation=*/bytes > 0);
+void pool_state::count_live_out(stream_cache& c, std::size_t bytes) {
+  publish_live(c.count_live(static_cast<std::int64_t>(bytes)), /*allocation=*/true);
+}
+
+void pool_state::count_live_back(stream_cache& c, std::size_t bytes) {
+  publish_live(c.count_live(-static_cast<std::int64_t>(bytes)), /*allocation=*/false);
 }
 
 void pool_state::count_allocation(std::size_t bytes) noexcept {

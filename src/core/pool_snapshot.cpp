@@ -164,7 +164,7 @@ pool_snapshot pool_state::snapshot() const {
 
   // ---- large blocks: one shard at a time ----
   for (const auto& sh : shards_) {
-    const std::lock_guard shard_lock(sh->mu);
+    const auto shard_lock = borrow_lock(sh->mu);
     for (const auto& ar : sh->arena.ranges()) {
       const auto* lr = static_cast<const large_range*>(ar->owner);
       snapshot_range r;

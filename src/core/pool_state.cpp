@@ -175,7 +175,7 @@ std::size_t pool_state::block_size(const void* p) const {
     return sl.chunk_size;
   }
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
-  std::lock_guard lock(sh.mu);
+  const auto lock = borrow_lock(sh.mu);
   const arena_block* b = sh.find_handed_out(to_addr(p));
   STREAMPOOL_EXPECTS(b != nullptr,
                      format("block_size: %s is not a live block", format_ptr(p).c_str()));
@@ -191,7 +191,7 @@ bool pool_state::owns(const void* p) const noexcept {
     return sl.chunk_at(i) == p && sl.state(i).load() != chunk_free;
   }
   const large_shard& sh = *static_cast<large_range&>(*seg).shard;
-  std::lock_guard lock(sh.mu);
+  const auto lock = borrow_lock(sh.mu);
   return sh.find_handed_out(to_addr(p)) != nullptr;
 }
 

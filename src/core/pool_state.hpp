@@ -242,8 +242,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// the peak it may have reached. Part of the fast path: inline (pool_small.cpp, its only user).
   [[gnu::always_inline]] inline void publish_live(const stream_cache::counted& n,
                                                   bool allocation) noexcept;
-  /// Adds `bytes` (negative for a free) to the live count through a stream's cache.
-  void count_live(stream_cache& c, std::int64_t bytes);
+  /// Adds a large block's `bytes` to the live count through a stream's cache: allocated, or freed.
+  /// Two functions, not a sign: a branch on the direction, called alternately, was mispredicted.
+  void count_live_out(stream_cache& c, std::size_t bytes);
+  void count_live_back(stream_cache& c, std::size_t bytes);
   void count_allocation(std::size_t bytes) noexcept;
   void count_deallocation(std::size_t bytes) noexcept;
   /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).

@@ -59,7 +59,7 @@ void pool_state::wait_all_pending() {
       for (auto& t : c.tokens) t.line->wait_host(t.at);
   }
   for (const auto& sh : shards_) {
-    std::lock_guard lock(sh->mu);
+    const auto lock = borrow_lock(sh->mu);
     sh->arena.for_each_mapped_free([](const arena_block* b) {
       for (const auto& t : b->tokens) t.line->wait_host(t.at);
     });

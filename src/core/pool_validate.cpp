@@ -155,7 +155,7 @@ void pool_state::validate_large(std::size_t& work) const {
   const std::size_t g = virtual_large_ ? vm_granule() : backend_->caps().granularity;
   std::size_t mapped_granules = 0;
   for (const auto& sh : shards_) {
-    const std::lock_guard shard_lock(sh->mu);
+    const auto shard_lock = borrow_lock(sh->mu);
     work += sh->arena.live_count() + sh->arena.mapped_count() + sh->arena.unmapped_free().size();
     if (std::string why = sh->arena.find_broken(); !why.empty())
       broken(id_, format("shard %zu: %s", sh->index, why.c_str()));

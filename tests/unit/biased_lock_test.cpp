@@ -264,3 +264,52 @@ TEST(BiasedLock, TryLockNeverWaitsAndDropsAnotherThreadsBiasOnlyWhenItGetsIn) {
   EXPECT_TRUE(l.try_lock());
   l.unlock();
 }
+
+namespace {
+
+/// std::lock_guard for a borrow (bump_after's Guard).
+struct borrow_guard {
+  explicit borrow_guard(sd::biased_lock& l) : lock(sd::borrow_lock(l)) {}
+  std::unique_lock<sd::biased_lock> lock;
+};
+
+}  // namespace
+
+TEST(BiasedLock, ABorrowLeavesAFirstLockerLockUnclaimedForItsUser) {
+  // A growth that searches an idle shard borrows its lock: the stream later given the shard must
+  // still find it unclaimed, so that its own thread's first lock() claims it.
+  sd::biased_lock l(sd::biased_lock::to_first_locker);
+  const bool fences = sd::asymmetric_fences_available();
+  std::thread([&] {
+    { const auto g = sd::borrow_lock(l); }
+    EXPECT_FALSE(l.try_enter_biased()) << "the borrowing thread did not claim it";
+    ASSERT_TRUE(l.try_borrow());
+    l.unlock();
+  }).join();
+  EXPECT_EQ(l.biased(), fences);
+  bool claimed = false;
+  std::thread([&] {
+    l.lock();
+    l.unlock();
+    claimed = l.try_enter_biased();
+    if (claimed) l.exit_biased();
+  }).join();
+  EXPECT_EQ(claimed, fences) << "the first lock() after the borrows claims it";
+}
+
+TEST(BiasedLock, ABorrowDropsAClaimedBiasAndExcludesTheOwner) {
+  sd::biased_lock l(sd::biased_lock::to_first_locker);
+  l.lock();  // this thread claims it
+  l.unlock();
+  std::uint64_t counter = 0;
+  std::atomic<bool> go{false};
+  std::thread other = bump_after<borrow_guard>(go, l, counter, rounds);
+  go.store(true);
+  for (int i = 0; i < rounds; ++i) {
+    const std::lock_guard g(l);
+    bump(counter);
+  }
+  other.join();
+  EXPECT_EQ(counter, 2u * rounds);
+  EXPECT_FALSE(l.biased()) << "a borrow by another thread drops a claimed bias, as lock() does";
+}
