@@ -90,10 +90,19 @@ TEST(BiasedLock, OwnerAndVisitorsExcludeEachOtherAndVisitsKeepTheBias) {
 
 /// This thread and another lock() l `rounds` times each, bumping one counter, which must end
 /// exact.
+/// std::lock_guard for a borrow (a Guard for bump_after).
+struct borrow_guard {
+  explicit borrow_guard(sd::biased_lock& l) : lock(sd::borrow_lock(l)) {}
+  std::unique_lock<sd::biased_lock> lock;
+};
+
+/// This thread lock()s l while another takes it with OtherGuard (a lock(), or a borrow): the
+/// counter both bump must end exact.
+template <class OtherGuard = std::lock_guard<sd::biased_lock>>
 void lock_beside_another_locker(sd::biased_lock& l) {
   std::uint64_t counter = 0;
   std::atomic<bool> go{false};
-  std::thread other = bump_after<std::lock_guard<sd::biased_lock>>(go, l, counter, rounds);
+  std::thread other = bump_after<OtherGuard>(go, l, counter, rounds);
   go.store(true);
   for (int i = 0; i < rounds; ++i) {
     const std::lock_guard g(l);
@@ -265,16 +274,6 @@ TEST(BiasedLock, TryLockNeverWaitsAndDropsAnotherThreadsBiasOnlyWhenItGetsIn) {
   l.unlock();
 }
 
-namespace {
-
-/// std::lock_guard for a borrow (bump_after's Guard).
-struct borrow_guard {
-  explicit borrow_guard(sd::biased_lock& l) : lock(sd::borrow_lock(l)) {}
-  std::unique_lock<sd::biased_lock> lock;
-};
-
-}  // namespace
-
 TEST(BiasedLock, ABorrowLeavesAFirstLockerLockUnclaimedForItsUser) {
   // A growth that searches an idle shard borrows its lock: the stream later given the shard must
   // still find it unclaimed, so that its own thread's first lock() claims it.
@@ -301,15 +300,6 @@ TEST(BiasedLock, ABorrowDropsAClaimedBiasAndExcludesTheOwner) {
   sd::biased_lock l(sd::biased_lock::to_first_locker);
   l.lock();  // this thread claims it
   l.unlock();
-  std::uint64_t counter = 0;
-  std::atomic<bool> go{false};
-  std::thread other = bump_after<borrow_guard>(go, l, counter, rounds);
-  go.store(true);
-  for (int i = 0; i < rounds; ++i) {
-    const std::lock_guard g(l);
-    bump(counter);
-  }
-  other.join();
-  EXPECT_EQ(counter, 2u * rounds);
+  lock_beside_another_locker<borrow_guard>(l);
   EXPECT_FALSE(l.biased()) << "a borrow by another thread drops a claimed bias, as lock() does";
 }
