@@ -43,9 +43,9 @@ struct alignas(64) large_shard {
   // growth that takes from this shard) drops the bias for good at one heavy fence, and the lock is
   // a plain spinlock from then on. The pool's reaches into a shard that is not the calling
   // stream's borrow the lock (biased_lock::borrow): an idle shard stays unclaimed for the stream
-  // it is given to next. Held for long only by a growth's search (windows,
-  // granules to remap, and the marker queries its polls make) under the growing shard's lock and
-  // its donors'; never across a driver call that creates, maps or unmaps memory, nor a host wait. A
+  // it is given to next. Held for long only by a growth's search (windows, granules to remap,
+  // and the marker queries its polls make) under the growing shard's lock and its donors';
+  // never across a driver call that creates, maps or unmaps memory, nor a host wait. A
   // waiter spins briefly, then yields; growth is rare once a program settles (0 driver calls per
   // step).
   mutable biased_lock mu{biased_lock::to_first_locker};
