@@ -297,26 +297,33 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
                  format_ptr(p).c_str(), static_cast<unsigned long long>(id_)));
     }
     size = b->size;
-    token_set tokens = std::move(b->tokens);  // recorded uses, if any
     kept = std::move(b->kept_line);
-    resolve_at_free(tokens);
-    // Poison only behind every recorded use (see deallocate_chunk).
-    if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
-      s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
+    const bool onto_shelf = shelve && large_shelf::fits(size);
+    if (onto_shelf && b->tokens.empty() && uses.empty() && !options_.poison_on_free) [[likely]] {
+      // The usual free: no recorded use, onto this stream's shelf. The free point goes straight
+      // into the block's (empty) set, with none of the general way's moves of the set.
+      merge_free_point(b->tokens, *s, &kept);
+    } else {
+      token_set tokens = std::move(b->tokens);  // recorded uses, if any
+      resolve_at_free(tokens);
+      // Poison only behind every recorded use (see deallocate_chunk).
+      if (s != nullptr && options_.poison_on_free && all_ready_for(tokens, &s->get_timeline())) {
+        s->submit(command::make(fill_command{p, 0xDB, 1, b->size}));
+      }
+      if (s != nullptr) merge_free_point(tokens, *s, &kept);
+      for (const token& t : uses) merge_token(tokens, t);
+      b->tokens = std::move(tokens);
     }
-    if (s != nullptr) merge_free_point(tokens, *s, &kept);
-    for (const token& t : uses) merge_token(tokens, t);
-    if (shelve && large_shelf::fits(size)) {
+    if (onto_shelf) {
       // Onto the shelf, for the next request of its class; the oldest go into the arena past
       // the bound.
-      b->tokens = std::move(tokens);
       sh.shelf.push(b, [&](arena_block* old) {
         moved.add(*old);
         sh.arena.release(old, std::move(old->tokens));
       });
     } else {
       moved.add(*b);
-      sh.arena.release(b, std::move(tokens));
+      sh.arena.release(b, std::move(b->tokens));
     }
     ++sh.deallocations;
   }
