@@ -132,17 +132,17 @@ class biased_lock {
   biased_lock(const biased_lock&) = delete;
   biased_lock& operator=(const biased_lock&) = delete;
 
-  /// The calls of the lock's user: by another thread than the owner, drops the bias.
-  void lock() noexcept {
+  /// The calls of the lock's user: by another thread than the owner, drops the bias. Inline
+  /// wherever it is called (a std::lock_guard's lock() included): the owner's entry, and an
+  /// uncontended take of an unbiased lock (a stream or a shard used from several threads), make no
+  /// call. Out of line, the compiler left it a call at every shard lock and live count of the
+  /// large path.
+  [[gnu::always_inline]] void lock() noexcept {
     if (enter_biased()) [[likely]]
       return;
-    // Unbiased for good (owner_ 0 never changes): a plain spinlock, with no call (a stream or a
-    // shard used from several threads).
-    if (owner_.load(std::memory_order_relaxed) == 0) {
-      slow_.lock();
-      return;
-    }
-    acquire(take::lock);
+    // Unbiased for good (owner_ 0 never changes): a plain spinlock.
+    if (owner_.load(std::memory_order_relaxed) == 0 && slow_.try_lock()) return;
+    lock_slow();
   }
   /// A visit that keeps the bias (the pool's walks over its caches).
   void visit() noexcept {
@@ -221,6 +221,15 @@ class biased_lock {
     slow_.unlock();
     return false;
   }
+  /// lock() past its inline cases: a contended unbiased lock, or a biased one taken by another
+  /// thread.
+  [[gnu::noinline]] void lock_slow() noexcept {
+    if (owner_.load(std::memory_order_relaxed) == 0) {
+      slow_.lock();  // counts the contention
+      return;
+    }
+    acquire(take::lock);
+  }
   [[gnu::noinline]] void acquire(take how) noexcept {
     slow_.lock();
     (void)take_slow(how, /*wait=*/true);
@@ -267,6 +276,20 @@ class biased_lock {
   std::atomic<bool> revoked_{false};
   spinlock slow_;
   std::atomic<std::uint64_t> owner_waits_{0};
+};
+
+/// std::lock_guard for the lock's user, whose lock() and unlock() stay inline where it is used:
+/// GCC made std::lock_guard<biased_lock>'s constructor and destructor calls of their own on the
+/// large path (one shard lock and one live count per large allocation and free).
+class biased_guard {
+ public:
+  [[gnu::always_inline]] explicit biased_guard(biased_lock& l) noexcept : l_(l) { l.lock(); }
+  [[gnu::always_inline]] ~biased_guard() { l_.unlock(); }
+  biased_guard(const biased_guard&) = delete;
+  biased_guard& operator=(const biased_guard&) = delete;
+
+ private:
+  biased_lock& l_;
 };
 
 /// A borrow() held as a std::unique_lock (released by its unlock()).

@@ -139,7 +139,7 @@ void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& s
   std::uintptr_t start = 0;
   std::size_t taken = 0;  // size, or a larger class's (large_shelf::pop)
   {
-    const std::lock_guard lock(sh.mu);
+    const biased_guard lock(sh.mu);
     // Only blocks that need no wait: freed on this stream (in-order queue), or complete.
     const timeline* me = &s.get_timeline();
     arena_block* b = sh.shelf.pop(large_shelf::class_of(size), [me](const arena_block& x) {
@@ -288,7 +288,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
   std::shared_ptr<timeline> kept;
   into_arena moved;  // this free's block, or the shelf's oldest past its bound
   {
-    std::lock_guard lock(sh.mu);
+    const biased_guard lock(sh.mu);
     arena_block* b = sh.find_handed_out(to_addr(p));
     if (b == nullptr) {
       STREAMPOOL_FAIL(

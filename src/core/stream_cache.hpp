@@ -154,15 +154,10 @@ class alignas(64) stream_cache {
   /// twentieth session). What stays pending is then at most twice this stream's last large
   /// block; the next smaller change flushes it.
   counted count_live(std::int64_t bytes) noexcept {
-    // The owner's way first, as on the fast path: no call, no locked instruction (the large path
-    // counts on every allocation and free).
-    if (mu_.try_enter_biased()) [[likely]] {
-      const counted n = count_large_locked(bytes);
-      mu_.exit_biased();
-      return n;
-    }
-    const std::lock_guard lock(mu_);
-    return count_large_locked(bytes);
+    const biased_guard lock(mu_);
+    const std::int64_t size = bytes < 0 ? -bytes : bytes;
+    live_bound_ = std::max(live_flush_bytes, 2 * size);
+    return count_live_locked(bytes, live_bound_);
   }
 
   // ---- the slow paths ----
@@ -310,11 +305,6 @@ class alignas(64) stream_cache {
     return count_live_locked(-static_cast<std::int64_t>(bytes));
   }
 
-  counted count_large_locked(std::int64_t bytes) noexcept {
-    const std::int64_t size = bytes < 0 ? -bytes : bytes;
-    live_bound_ = std::max(live_flush_bytes, 2 * size);
-    return count_live_locked(bytes, live_bound_);
-  }
   counted count_live_locked(std::int64_t bytes, std::int64_t step = live_flush_bytes) noexcept {
     const std::int64_t d = live_delta_.load(std::memory_order_relaxed) + bytes;
     const bool flush = d >= step || d <= -step;
