@@ -347,23 +347,26 @@ TEST(LargeBlocks, ThreadsThatOnlyGrowKeepTheCountsExactAndTrimGivesAllBack) {
   sp::device d = vm_device();
   sp::pool p(d);
   std::atomic<int> running{8};
+  // The threads free only once a validation has run beside their growth: fast enough, they all
+  // finished before the first one (seen under TSan on the 2-core CI machine).
+  std::atomic<int> validations{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       sp::stream s(d);
       std::vector<void*> held;
       for (int i = 0; i < 24; ++i) held.push_back(p.allocate(s, (1 + (i + t) % 5) * MiB + 4096));
+      while (validations.load() == 0) std::this_thread::yield();
       for (void* q : held) p.deallocate(s, q);
       running.fetch_sub(1);
     });
   }
-  int validations = 0;
   while (running.load() > 0) {
     ASSERT_NO_THROW(sp::detail::access::state(p)->validate());
-    ++validations;
+    validations.fetch_add(1);
   }
   for (auto& th : threads) th.join();
-  EXPECT_GT(validations, 0);
+  EXPECT_GT(validations.load(), 0);
   EXPECT_NO_THROW(sp::detail::access::state(p)->validate());
   const sp::pool_statistics st = p.statistics();
   EXPECT_EQ(st.live_bytes, 0u);
