@@ -285,8 +285,9 @@ void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noe
 void pool_state::deallocate(stream_ref s, void* p) {
   // The fast path, like allocate()'s: a small block freed live on s goes to s's cache while the
   // cache is biased to this thread, with no call but tail calls. Anything else before the state
-  // byte changes (the allocation log, a large block, a bad pointer, poisoning) starts over on the
-  // full path, deallocate_general(); after it, deallocate_chunk()'s own ways are taken.
+  // byte changes (the allocation log, a bad pointer, poisoning) starts over on the full path,
+  // deallocate_general(); after it, deallocate_chunk()'s own ways are taken. A large block goes to
+  // deallocate_large_on(), a tail call too.
   if (!recorder_.on()) [[likely]] {
     segment* seg = map_.find(p);
     if (seg != nullptr && seg->kind == segment_kind::slab && !options_.poison_on_free) [[likely]] {
@@ -308,8 +309,15 @@ void pool_state::deallocate(stream_ref s, void* p) {
         return cache_chunk(sl, p, s);
       }
     }
+    // A large block: straight to its shard, without deallocate_general's second page-map walk.
+    if (seg != nullptr && seg->kind == segment_kind::large)
+      return deallocate_large_on(s, static_cast<large_range&>(*seg), p);
   }
   deallocate_general(s, p);
+}
+
+void pool_state::deallocate_large_on(stream_ref s, large_range& r, void* p) {
+  deallocate_large(r, p, {}, &s);
 }
 
 void pool_state::deallocate_chunk_rest(slab& sl, void* p, std::uint8_t old, stream_ref s) {
@@ -444,6 +452,17 @@ pool_state::free_chunk pool_state::shared_chunk(const stream_cache::entry& e,
 void pool_state::merge_free_point(token_set& tokens, stream_ref s,
                                   std::shared_ptr<timeline>* kept) {
   const std::shared_ptr<timeline>& line = access::state(s)->line;
+  if (tokens.empty()) [[likely]] {
+    // The usual free (nothing recorded): merge_point's search of the set, and its calls, skipped.
+    const timeline::point at = line->current();
+    if (line->completed() >= at) return;
+    if (kept != nullptr && *kept == line) {
+      tokens.emplace_back(std::move(*kept), at);
+    } else {
+      tokens.emplace_back(line, at);
+    }
+    return;
+  }
   if (kept != nullptr && *kept == line) {
     merge_point(tokens, std::move(*kept), line->current());
   } else {

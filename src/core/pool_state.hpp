@@ -188,6 +188,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void* new_slab_chunk(std::size_t cls);
   /// deallocate(s, p) beyond its fast path, from the start.
   [[gnu::noinline]] void deallocate_general(stream_ref s, void* p);
+  /// deallocate(s, p)'s fast path found a large block: deallocate_large with the segment it found.
+  [[gnu::noinline]] void deallocate_large_on(stream_ref s, large_range& r, void* p);
   void deallocate_chunk(slab& sl, void* p, stream_ref* s, std::span<const token> uses);
   /// deallocate(s, p)'s fast path found the chunk not plainly live (recorded uses, a double free).
   [[gnu::noinline]] void deallocate_chunk_rest(slab& sl, void* p, std::uint8_t old, stream_ref s);

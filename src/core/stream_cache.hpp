@@ -153,7 +153,7 @@ class alignas(64) stream_cache {
   /// threads at a quarter of one thread's rate on the 2-core host (bench/RESULTS.md, 2026-12-05,
   /// twentieth session). What stays pending is then at most twice this stream's last large
   /// block; the next smaller change flushes it.
-  counted count_live(std::int64_t bytes) noexcept {
+  [[gnu::always_inline]] counted count_live(std::int64_t bytes) noexcept {
     const biased_guard lock(mu_);
     const std::int64_t size = bytes < 0 ? -bytes : bytes;
     live_bound_ = std::max(live_flush_bytes, 2 * size);
