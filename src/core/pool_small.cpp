@@ -456,10 +456,13 @@ void pool_state::merge_free_point(token_set& tokens, stream_ref s,
     // The usual free (nothing recorded): merge_point's search of the set, and its calls, skipped.
     const timeline::point at = line->current();
     if (line->completed() >= at) return;
+    // Made in place (no temporary token to move from and destroy).
+    token& t = tokens.emplace_back();
+    t.at = at;
     if (kept != nullptr && *kept == line) {
-      tokens.emplace_back(std::move(*kept), at);
+      t.line = std::move(*kept);
     } else {
-      tokens.emplace_back(line, at);
+      t.line = line;
     }
     return;
   }
