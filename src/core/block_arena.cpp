@@ -79,6 +79,7 @@ arena_block* block_arena::new_block() {
   b->state = block_state::unmapped;
   b->absorbed_complete = false;
   b->shelved = false;
+  b->shelf_older = b->shelf_newer = nullptr;
   b->tokens.clear();  // keeps the capacity: no malloc when the next free block gets its tokens
   return b;
 }

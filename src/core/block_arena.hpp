@@ -85,6 +85,10 @@ struct arena_block {
   // Live here, but free to the program: on its shard's shelf (large_shelf.hpp), its free tokens
   // in `tokens`. The arena does not look at it; the pool does (a free of it is a double free).
   bool shelved = false;
+  // Shelved: the blocks shelved just before and after it, on its shard's shelf (the shelf's age
+  // list, large_shelf.hpp). Not looked at otherwise.
+  arena_block* shelf_older = nullptr;
+  arena_block* shelf_newer = nullptr;
   token_set tokens;  // mapped: what reuse waits for; live: recorded uses
   // Live, handed out from the shelf: the timeline of the free point it was shelved with (the
   // taking stream's), kept so that its next free there makes that point's token without a
