@@ -19,7 +19,7 @@
 //     size; no block is listed twice; every live block of the arena with shelved set is listed;
 //   - bytes() == the sum of the entries' sizes, count() == their number;
 //   - within a bin, entries are in push order (oldest first: seq grows);
-//   - the age list (arena_block::shelf_older/shelf_newer, from oldest() to the newest) links
+//   - the age list (arena_block::shelf_older/shelf_newer, from oldest_ to newest_) links
 //     every entry's block once, in push order over all bins.
 // The shelf takes no lock and does no I/O: the pool calls it under the shard's lock.
 #pragma once
