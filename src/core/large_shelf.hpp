@@ -18,9 +18,9 @@
 //   - every entry's block is live in the shard's arena, with shelved set and size == its class's
 //     size; no block is listed twice; every live block of the arena with shelved set is listed;
 //   - bytes() == the sum of the entries' sizes, count() == their number;
-//   - within a bin, entries are in push order (oldest first: seq grows);
 //   - the age list (arena_block::shelf_older/shelf_newer, from oldest_ to newest_) links
-//     every entry's block once, in push order over all bins.
+//     every entry's block once, in push order over all bins; each bin holds its blocks in the
+//     list's order (oldest first).
 // The shelf takes no lock and does no I/O: the pool calls it under the shard's lock.
 #pragma once
 
@@ -98,7 +98,7 @@ class large_shelf {
       ++c;
     }
     auto& bin = bins_[c];
-    arena_block* b = bin.back().block;
+    arena_block* b = bin.back();
     if (!ready(*b)) return nullptr;
     bin.pop_back();
     unlink(b);
@@ -115,7 +115,7 @@ class large_shelf {
   template <class Unshelve>
   void push(arena_block* b, Unshelve&& unshelve) {
     const std::size_t cls = class_of(b->size);
-    bins_[cls].push_back({b, ++seq_});
+    bins_[cls].push_back(b);
     b->shelf_older = newest_;
     b->shelf_newer = nullptr;
     (newest_ != nullptr ? newest_->shelf_newer : oldest_) = b;
@@ -146,7 +146,7 @@ class large_shelf {
       const std::size_t cls = fits(b->size) ? class_of(b->size) : 0;
       const auto& bin = bins_[cls];
       const arena_block* newer = b->shelf_newer;
-      if (listed == count_ || matched[cls] == bin.size() || bin[matched[cls]].block != b ||
+      if (listed == count_ || matched[cls] == bin.size() || bin[matched[cls]] != b ||
           (newer != nullptr ? newer->shelf_older : newest_) != b) {
         return format(
             "shelf: the age list's block [%#zx, +%zu) (number %zu) is not the next of "
@@ -160,19 +160,14 @@ class large_shelf {
       return format("shelf: the age list links %zu blocks of %zu", listed, count_);
     std::size_t bytes = 0, count = 0;
     for (std::size_t cls = 0; cls < classes; ++cls) {
-      std::uint64_t last = 0;
-      for (const entry& e : bins_[cls]) {
-        const arena_block& b = *e.block;
+      for (const arena_block* e : bins_[cls]) {
+        const arena_block& b = *e;
         if (b.state != block_state::live || !b.shelved || !fits(b.size) ||
-            class_of(b.size) != cls || e.seq <= last) {
-          return format(
-              "shelf: block [%#zx, +%zu) in class %zu: state %d, shelved %d, seq %llu "
-              "after %llu",
-              static_cast<std::size_t>(b.start), b.size, cls, static_cast<int>(b.state),
-              static_cast<int>(b.shelved), static_cast<unsigned long long>(e.seq),
-              static_cast<unsigned long long>(last));
+            class_of(b.size) != cls) {
+          return format("shelf: block [%#zx, +%zu) in class %zu: state %d, shelved %d",
+                        static_cast<std::size_t>(b.start), b.size, cls, static_cast<int>(b.state),
+                        static_cast<int>(b.shelved));
         }
-        last = e.seq;
         bytes += b.size;
         ++count;
       }
@@ -184,18 +179,13 @@ class large_shelf {
   }
 
  private:
-  struct entry {
-    arena_block* block;
-    std::uint64_t seq;  // push order over all bins
-  };
-
   /// The oldest entry over all bins, removed (count() > 0): the head of the age list, which is
   /// the front of its bin. (A scan of every bin's front for the oldest was 2% of the mixed
   /// pattern's instructions: its shelf is at the limit on about one large free in seven.)
   arena_block* take_oldest() noexcept {
     arena_block* b = oldest_;
     auto& bin = bins_[class_of(b->size)];
-    STREAMPOOL_ASSERT_INTERNAL(bin.front().block == b);
+    STREAMPOOL_ASSERT_INTERNAL(bin.front() == b);
     bin.erase(bin.begin());
     unlink(b);
     b->shelved = false;
@@ -209,12 +199,11 @@ class large_shelf {
     (b->shelf_newer != nullptr ? b->shelf_newer->shelf_older : newest_) = b->shelf_older;
   }
 
-  std::array<std::vector<entry>, classes> bins_;
+  std::array<std::vector<arena_block*>, classes> bins_;
   arena_block* oldest_ = nullptr;  // the age list's ends (the invariants above)
   arena_block* newest_ = nullptr;
   std::size_t bytes_ = 0;
   std::size_t count_ = 0;
-  std::uint64_t seq_ = 0;
   locked_count<std::uint64_t> hits_;  // read without the lock (statistics)
   const std::size_t limit_;
 };

@@ -9,7 +9,6 @@
 #include <deque>
 #include <list>
 #include <random>
-#include <vector>
 
 #include "core/block_arena.hpp"
 
@@ -39,7 +38,6 @@ TEST(LargeShelf, PastItsBoundTheOldestBlockOfAnyClassGoesFirst) {
   std::deque<arena_block> blocks = make_blocks(4000, rng);
   large_shelf shelf(24 * mib);
   std::list<arena_block*> model;  // shelved blocks, oldest first
-  std::vector<arena_block*> free_again;
   std::size_t evictions = 0, pops = 0;
   for (arena_block& b : blocks) {
     // Now and then a request of b's class (or of a class below it) takes a block back, from the
