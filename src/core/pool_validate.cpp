@@ -83,13 +83,13 @@ void pool_state::validate_small(std::size_t& work) const {
       work += 1 + sl->chunks - std::min(sl->carved, sl->chunks);
       if (sl->chunks == 0 || sl->carved == 0 || sl->carved > sl->chunks) {
         broken(id_, format("slabs: slab %p (class %zu) has carved %zu of %zu chunks", base,
-                           sl->size_class, sl->carved, sl->chunks));
+                           std::size_t{sl->size_class}, sl->carved, sl->chunks));
       }
       for (std::size_t k = sl->carved; k < sl->chunks; ++k) {
         if (sl->state(sl->carve_index(k)).load(std::memory_order_acquire) != chunk_free) {
           broken(id_, format("slabs: slab %p (class %zu) chunk %zu was never carved (carved "
                              "%zu), yet is not free",
-                             base, sl->size_class, sl->carve_index(k), sl->carved));
+                             base, std::size_t{sl->size_class}, sl->carve_index(k), sl->carved));
         }
       }
     }
@@ -97,8 +97,8 @@ void pool_state::validate_small(std::size_t& work) const {
       if (!registered(sl) || sl->size_class != cls || sl->carved >= sl->chunks) {
         broken(id_, format("slabs: slab %p in class %zu's carving list: registered %d, class "
                            "%zu, carved %zu of %zu",
-                           sl->base, cls, registered(sl) ? 1 : 0, sl->size_class, sl->carved,
-                           sl->chunks));
+                           sl->base, cls, registered(sl) ? 1 : 0, std::size_t{sl->size_class},
+                           sl->carved, sl->chunks));
       }
     }
     // Free chunks of this class: the shared list and every cache's bin.
@@ -141,7 +141,7 @@ void pool_state::validate_small(std::size_t& work) const {
       if (n > sl->carved) {
         broken(id_, format("free chunks: slab %p (class %zu) has %zu free chunks listed, but "
                            "only %zu carved",
-                           sl->base, sl->size_class, n, sl->carved));
+                           sl->base, std::size_t{sl->size_class}, n, sl->carved));
       }
     }
   }
