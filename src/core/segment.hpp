@@ -111,8 +111,9 @@ struct slab : segment {
   };
   // Every allocation and free from a stream's cache reads the segment's kind and base and the
   // fields up to line_shift: they fill the header's first 64-byte line exactly (the constructor
-  // checks), so that a free touches one line of the header, not two (callgrind: about 0.6
-  // first-level misses a step of the mixed pattern were the second line).
+  // checks), so that a free touches one line of the header, not two. Callgrind: about 0.9
+  // first-level misses a step fewer on the mixed pattern, but no change in time on the H200
+  // (likely its core fetched the two lines in parallel; bench/RESULTS.md, twenty-ninth session).
   std::size_t chunk_size;
   std::uint64_t chunk_inverse;  // inverse_of(chunk_size), for index_of
   std::size_t line_mask;        // up to 128 chunks: all ones (one line each); else lines - 1
