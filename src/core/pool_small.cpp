@@ -454,6 +454,9 @@ void pool_state::merge_free_point(token_set& tokens, stream_ref s,
   const std::shared_ptr<timeline>& line = access::state(s)->line;
   if (tokens.empty()) [[likely]] {
     // The usual free (nothing recorded): merge_point's search of the set, and its calls, skipped.
+    // (merge_point made an inline template instead, with this case removed, cost 0.5-1.1% more
+    // instructions on the mixed pattern: GCC then called emplace_back out of line. Twenty-ninth
+    // session, bench/RESULTS.md.)
     const timeline::point at = line->current();
     if (line->completed() >= at) return;
     // Made in place (no temporary token to move from and destroy).
