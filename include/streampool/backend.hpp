@@ -178,6 +178,13 @@ class STREAMPOOL_EXPORT backend {
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] const backend_caps& caps() const noexcept { return caps_; }
+  /// False in a child process that fork() made after this backend: its queues, workers and
+  /// driver state belong to the parent (CUDA's own rule: a child must not use a context made
+  /// before the fork). There, every operation that would reach the device throws logic_error
+  /// saying so, and the noexcept ones (deallocate, destroy_queue, release_marker, unreserve,
+  /// release_physical, unmap) do nothing: what the parent made is left to the parent, so that
+  /// destroying inherited objects in the child neither hangs nor crashes.
+  [[nodiscard]] bool usable_in_this_process() const noexcept;
 
   [[nodiscard]] void* allocate(std::size_t bytes);
   void deallocate(void* p, std::size_t bytes) noexcept;
@@ -217,8 +224,12 @@ class STREAMPOOL_EXPORT backend {
   virtual bool do_map(void* p, std::span<const native_physical> handles);
   virtual void do_unmap(void* p, std::size_t bytes) noexcept;
 
+  /// Throws logic_error naming `what` when !usable_in_this_process().
+  void check_process(const char* what) const;
+
   std::string name_;
   backend_caps caps_;
+  std::uint64_t fork_generation_;  // the process's fork count when this backend was made
 };
 
 }  // namespace streampool

@@ -218,6 +218,11 @@ class STREAMPOOL_EXPORT pool {
   [[nodiscard]] std::size_t memory_limit() const;
   /// Registers a hook called (without pool locks held) when an allocation would fail; it may
   /// free memory (a garbage collector). Returns an id for remove_reclaim_hook.
+  /// The contract: a hook may free into this pool and allocate from it (an allocation that
+  /// fails inside a hook throws out_of_memory at once, without running the hooks again). A hook
+  /// may throw: the exception ends that allocation and reaches its caller as it was thrown;
+  /// the hooks after it in that round do not run, the pool is as the hook left it (consistent),
+  /// and the hook stays registered. Through the C ABI a hook cannot throw (a C function).
   std::uint64_t add_reclaim_hook(std::function<void(std::size_t bytes_needed)> hook);
   void remove_reclaim_hook(std::uint64_t id);
 

@@ -3,6 +3,10 @@
 // implement only well-formed calls.
 #include "streampool/backend.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdint>
 #include <limits>
 
@@ -104,9 +108,37 @@ void check_kernel(const std::string& name, const kernel_command& k) {
                      detail::format_ptr(k.out).c_str()));
 }
 
+// How many fork()s made this process from the one that loaded the library: a child's handler
+// adds one, so a backend made before the fork sees another number than its own.
+std::atomic<std::uint64_t> fork_count{0};
+
+std::uint64_t fork_generation() noexcept {
+  static const bool registered = [] {
+    return pthread_atfork(nullptr, nullptr,
+                          [] { fork_count.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  }();
+  (void)registered;
+  return fork_count.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
-backend::backend(std::string name, backend_caps caps) : name_(std::move(name)), caps_(caps) {
+bool backend::usable_in_this_process() const noexcept {
+  return fork_count.load(std::memory_order_relaxed) == fork_generation_;
+}
+
+void backend::check_process(const char* what) const {
+  if (usable_in_this_process()) [[likely]]
+    return;
+  STREAMPOOL_FAIL(detail::format(
+      "%s: %s: this backend was made before fork() (pid %ld is the child); its queues and "
+      "device state belong to the parent. A child must make its own device (as CUDA requires "
+      "of its contexts)",
+      name_.c_str(), what, static_cast<long>(getpid())));
+}
+
+backend::backend(std::string name, backend_caps caps)
+    : name_(std::move(name)), caps_(caps), fork_generation_(fork_generation()) {
   STREAMPOOL_EXPECTS(power_of_two(caps_.granularity),
                      detail::format("backend '%s': granularity %zu is not a power of two",
                                     name_.c_str(), caps_.granularity));
@@ -118,6 +150,7 @@ backend::backend(std::string name, backend_caps caps) : name_(std::move(name)), 
 }
 
 void* backend::allocate(std::size_t bytes) {
+  check_process("allocate");
   STREAMPOOL_EXPECTS(positive_multiple(bytes, caps_.granularity),
                      detail::format("%s: upstream allocation of %zu bytes is not a positive "
                                     "multiple of the granularity %zu",
@@ -126,6 +159,8 @@ void* backend::allocate(std::size_t bytes) {
 }
 
 void backend::deallocate(void* p, std::size_t bytes) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   STREAMPOOL_BACKEND_ASSERT(
       p != nullptr && aligned(p, caps_.granularity) && positive_multiple(bytes, caps_.granularity),
       detail::format("%s: deallocate of %zu bytes at %s: needs a non-null address and a size "
@@ -135,6 +170,7 @@ void backend::deallocate(void* p, std::size_t bytes) noexcept {
 }
 
 native_queue backend::create_queue() {
+  check_process("create_queue");
   native_queue q = do_create_queue();
   STREAMPOOL_EXPECTS(q != nullptr,
                      detail::format("%s: create_queue returned a null queue", name_.c_str()));
@@ -142,12 +178,15 @@ native_queue backend::create_queue() {
 }
 
 void backend::destroy_queue(native_queue q) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   STREAMPOOL_BACKEND_ASSERT(q != nullptr,
                             detail::format("%s: destroy_queue of a null queue", name_.c_str()));
   do_destroy_queue(q);
 }
 
 void backend::submit(native_queue q, const command& c) {
+  check_process("submit");
   STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: submit to a null queue", name_.c_str()));
   STREAMPOOL_EXPECTS(known(c.kind),
                      detail::format("%s: submit: command kind %u is not copy, fill or kernel",
@@ -167,6 +206,7 @@ void backend::submit(native_queue q, const command& c) {
 }
 
 native_marker backend::record(native_queue q) {
+  check_process("record");
   STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: record on a null queue", name_.c_str()));
   native_marker m = do_record(q);
   STREAMPOOL_EXPECTS(m != nullptr,
@@ -175,16 +215,19 @@ native_marker backend::record(native_queue q) {
 }
 
 bool backend::query(native_marker m) {
+  check_process("query");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: query of a null marker", name_.c_str()));
   return do_query(m);
 }
 
 void backend::wait_host(native_marker m) {
+  check_process("wait_host");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: wait_host on a null marker", name_.c_str()));
   do_wait_host(m);
 }
 
 void backend::wait_device(native_queue q, native_marker m) {
+  check_process("wait_device");
   STREAMPOOL_EXPECTS(
       q != nullptr && m != nullptr,
       detail::format("%s: wait_device of queue %s on marker %s: both must be "
@@ -194,12 +237,15 @@ void backend::wait_device(native_queue q, native_marker m) {
 }
 
 void backend::release_marker(native_marker m) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   STREAMPOOL_BACKEND_ASSERT(m != nullptr,
                             detail::format("%s: release_marker of a null marker", name_.c_str()));
   do_release_marker(m);
 }
 
 void* backend::reserve(std::size_t bytes) {
+  check_process("reserve");
   STREAMPOOL_EXPECTS(
       caps_.virtual_memory,
       detail::format("%s: reserve: this backend has no virtual memory", name_.c_str()));
@@ -211,11 +257,14 @@ void* backend::reserve(std::size_t bytes) {
 }
 
 void backend::unreserve(void* p, std::size_t bytes) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   assert_granule_range(name_, caps_, "unreserve", p, bytes);
   do_unreserve(p, bytes);
 }
 
 native_physical backend::create_physical() {
+  check_process("create_physical");
   STREAMPOOL_EXPECTS(
       caps_.virtual_memory,
       detail::format("%s: create_physical: this backend has no virtual memory", name_.c_str()));
@@ -223,6 +272,8 @@ native_physical backend::create_physical() {
 }
 
 void backend::release_physical(native_physical h) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   STREAMPOOL_BACKEND_ASSERT(
       caps_.virtual_memory && h != nullptr,
       detail::format("%s: release_physical of handle %s: needs virtual memory (%s) and a "
@@ -233,6 +284,7 @@ void backend::release_physical(native_physical h) noexcept {
 }
 
 bool backend::map(void* p, std::span<const native_physical> handles) {
+  check_process("map");
   STREAMPOOL_EXPECTS(caps_.virtual_memory,
                      detail::format("%s: map: this backend has no virtual memory", name_.c_str()));
   STREAMPOOL_EXPECTS(p != nullptr && aligned(p, caps_.vm_granularity) && !handles.empty(),
@@ -250,6 +302,8 @@ bool backend::map(void* p, std::span<const native_physical> handles) {
 }
 
 void backend::unmap(void* p, std::size_t bytes) noexcept {
+  if (!usable_in_this_process()) [[unlikely]]
+    return;  // the parent's: left to it
   assert_granule_range(name_, caps_, "unmap", p, bytes);
   do_unmap(p, bytes);
 }

@@ -9,8 +9,8 @@
 //
 // Invariants
 //   - every block of a shard's arena lies in a range with range->shard == this shard;
-//   - the counters below are written under mu only. (Live bytes are counted per stream, in the
-//     stream cache's live_delta, on both paths.)
+//   - the counters below are written under mu only. (Live bytes are counted per thread, in its
+//     live cell (live_cell.hpp), on both paths.)
 // Locks: a thread holds at most one shard's mu, except a growth (which holds the pool's
 // growth_mu_): it may hold its own shard's and then others', in any order, because no other
 // thread ever waits for a second shard lock while holding one.

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "pool_state.hpp"
@@ -117,6 +118,18 @@ std::size_t parse_memory_limit(const char* text, std::size_t device_total) {
   if (*end == 'i' || *end == 'I') ++end;  // "64MiB"
   if (*end == 'B' || *end == 'b') ++end;
   if (*end != '\0') bad();
+  // 0 means "no limit" everywhere a limit is set, so a limit that only rounds to 0 ("0.5",
+  // "1e-9G", "0.00001%") must not quietly become that; nor may one past what size_t holds wrap or
+  // saturate into another number. 2^64 as a double is exact, so the compare is too.
+  constexpr double beyond = 18446744073709551616.0;  // 2^64
+  STREAMPOOL_EXPECTS(bytes < beyond,
+                     detail::format("memory limit '%s' is %.6g bytes, more than a size can hold "
+                                    "(at most %zu)",
+                                    text, bytes, SIZE_MAX));
+  STREAMPOOL_EXPECTS(value == 0 || bytes >= 1.0,
+                     detail::format("memory limit '%s' is %.6g bytes, less than one byte (\"0\" "
+                                    "means no limit)",
+                                    text, bytes));
   return static_cast<std::size_t>(bytes);
 }
 

@@ -22,10 +22,43 @@ std::shared_ptr<stream_cache> pool_state::make_stream_cache(timeline& line) {
   for (std::size_t i = 1; i < shard_count; ++i)
     if (shards_[i]->streams.load() < shards_[best]->streams.load()) best = i;
   shards_[best]->streams.fetch_add(1);
-  auto c = std::make_shared<stream_cache>(id_, weak_from_this(), line.weak_from_this(), line.id(),
-                                          best, options_.stream_cache_bytes);
+  auto c =
+      std::make_shared<stream_cache>(id_, weak_from_this(), line.weak_from_this(), line.id(), best,
+                                     options_.stream_cache_bytes, thread_live_cell_shared(*this));
   caches_.push_back(c);
   return c;
+}
+
+void pool_state::forget_cache(const stream_cache& c) {
+  std::lock_guard lock(caches_mu_);
+  const auto it =
+      std::find_if(caches_.begin(), caches_.end(),
+                   [&](const std::shared_ptr<stream_cache>& x) { return x.get() == &c; });
+  if (it == caches_.end()) return;  // forgotten already (a trim, a new stream)
+  allocations_ += c.allocations();
+  deallocations_ += c.deallocations();
+  same_stream_reuses_folded_ += c.allocations();
+  cache_contention_folded_ += c.contended();
+  caches_.erase(it);
+}
+
+void pool_state::register_cell(std::shared_ptr<live_cell> cell) {
+  std::lock_guard lock(cells_mu_);
+  // Cells of threads that exited, which no stream cache holds any more: only the registry can
+  // still see them. What they took after their thread's fold (a late thread_local destructor)
+  // goes into the counter with them.
+  std::erase_if(cells_, [&](const std::shared_ptr<live_cell>& c) {
+    if (!c->folded.load(std::memory_order_relaxed) || c.use_count() != 1) return false;
+    live_.fetch_add(c->delta.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    return true;
+  });
+  cells_.push_back(std::move(cell));
+}
+
+void pool_state::fold_thread_cell(live_cell& cell) noexcept {
+  std::lock_guard lock(cells_mu_);
+  live_.fetch_add(cell.delta.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+  cell.folded.store(true, std::memory_order_relaxed);
 }
 
 void pool_state::stream_gone(std::size_t shard) {

@@ -191,7 +191,7 @@ bool pool_state::wait_cached_work() {
   return !pending.empty();
 }
 
-void pool_state::throw_out_of_memory(std::size_t bytes) const {
+void pool_state::throw_out_of_memory(std::size_t bytes, std::size_t requested) const {
   const std::size_t reserved = reserved_now_.load();
   const std::size_t live = live_bytes();
   const std::size_t limit = limit_.load();
@@ -202,13 +202,14 @@ void pool_state::throw_out_of_memory(std::size_t bytes) const {
     hooks = hooks_.size();
   }
   throw out_of_memory(
-      format("streampool: out of memory on device %llu (%s): requested %zu bytes; limit %s; "
-             "live %zu bytes, cached %zu bytes, reserved %zu bytes (after trimming the cache and "
-             "running %zu reclaim hook(s))",
-             static_cast<unsigned long long>(device_id_), backend_->name().c_str(), bytes,
+      format("streampool: out of memory on device %llu (%s): requested %zu bytes (a block of "
+             "%zu bytes as the pool rounds it); limit %s; live %zu bytes, cached %zu bytes, "
+             "reserved %zu bytes (after trimming the cache and running %zu reclaim hook(s))",
+             static_cast<unsigned long long>(device_id_), backend_->name().c_str(),
+             requested != 0 ? requested : bytes, bytes,
              limit != 0 ? format("%zu bytes", limit).c_str() : "none (the device refused)", live,
              cached, reserved, hooks),
-      bytes, limit, live, cached);
+      requested != 0 ? requested : bytes, limit, live, cached);
 }
 
 std::uint64_t pool_state::add_reclaim_hook(std::function<void(std::size_t)> hook) {

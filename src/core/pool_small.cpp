@@ -54,50 +54,75 @@ void pool_state::bad_request(stream_ref s, std::size_t bytes) const {
              static_cast<unsigned long long>(id_), static_cast<unsigned long long>(device_id_)));
 }
 
+void pool_state::foreign_stream(stream_ref s, const void* p, const char* what) const {
+  STREAMPOOL_FAIL(
+      format("%s: %s of pool %llu: stream (timeline %llu) belongs to device %llu, but the pool "
+             "is on device %llu; nothing changed",
+             what, format_ptr(p).c_str(), static_cast<unsigned long long>(id_),
+             static_cast<unsigned long long>(s.get_timeline().id()),
+             static_cast<unsigned long long>(s.get_device().id()),
+             static_cast<unsigned long long>(device_id_)));
+}
+
+void pool_state::check_token(const token& t, const void* p, const char* what) const {
+  // A token is waited for by this pool's streams (backend::wait_device, a queue of this backend):
+  // one of another backend's timeline could never be. A token with no timeline is complete.
+  if (t.line != nullptr && t.line->get_backend() != backend_) [[unlikely]] {
+    STREAMPOOL_FAIL(
+        format("%s: %s of pool %llu: a use on timeline %llu of backend '%s', but the pool is on "
+               "device %llu (backend '%s'); nothing changed",
+               what, format_ptr(p).c_str(), static_cast<unsigned long long>(id_),
+               static_cast<unsigned long long>(t.line->id()), t.line->get_backend()->name().c_str(),
+               static_cast<unsigned long long>(device_id_), backend_->name().c_str()));
+  }
+}
+
 // ---- live accounting --------------------------------------------------------------------------
 
-inline void pool_state::publish_live(const stream_cache::counted& n, bool allocation) noexcept {
-  if (n.flush) {
-    add_live(n.delta);
-  } else if (allocation) {
-    note_peak(n.delta);
+void pool_state::count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept {
+  if (cell == nullptr) [[unlikely]] {
+    add_live(bytes);
+    return;
   }
-}
-
-void pool_state::count_live_out(stream_cache& c, std::size_t bytes) {
-  publish_live(c.count_live(static_cast<std::int64_t>(bytes)), /*allocation=*/true);
-}
-
-void pool_state::count_live_back(stream_cache& c, std::size_t bytes) {
-  publish_live(c.count_live(-static_cast<std::int64_t>(bytes)), /*allocation=*/false);
-}
-
-void pool_state::count_allocation(std::size_t bytes) noexcept {
-  const std::size_t live = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
-  while (live > peak && !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  // The cell is the calling thread's: a plain load and store (live_cell.hpp).
+  const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + bytes;
+  cell->bound = step;
+  if (d >= step || d <= -step) {
+    cell->delta.store(0, std::memory_order_relaxed);
+    add_live(d);
+    return;
   }
+  cell->delta.store(d, std::memory_order_relaxed);
+  if (bytes > 0) note_peak(d);
 }
 
-void pool_state::count_deallocation(std::size_t bytes) noexcept {
-  live_.fetch_sub(bytes, std::memory_order_relaxed);
+void pool_state::count_small_here(std::int64_t bytes) noexcept {
+  count_live(thread_live_cell(*this), bytes, live_cell::flush_bytes);
+}
+
+void pool_state::count_large_here(std::int64_t bytes) noexcept {
+  const std::int64_t size = bytes < 0 ? -bytes : bytes;
+  count_live(thread_live_cell(*this), bytes, std::max(live_cell::flush_bytes, 2 * size));
+}
+
+void pool_state::add_live(std::int64_t delta) noexcept {
+  live_.fetch_add(delta, std::memory_order_relaxed);
+  if (delta > 0) note_peak(0);  // the calling thread's cell was just emptied into the counter
 }
 
 void pool_state::note_peak(std::int64_t pending) noexcept {
-  // Two loads of lines that are rarely written (the counters change at flushes, the peak at new
-  // peaks), so the fast path shares no written cache line; a store only at a new peak.
-  const auto live = static_cast<std::int64_t>(live_.load(std::memory_order_relaxed)) + pending;
+  // Loads of lines that are rarely written (the counter changes at flushes, the peak at new
+  // peaks, reserved bytes at growths), so the fast path shares no written cache line; a store
+  // only at a new peak.
+  std::int64_t live = live_.load(std::memory_order_relaxed) + pending;
   if (live <= 0) return;
   std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  if (static_cast<std::size_t>(live) <= peak) return;
+  live = std::min<std::int64_t>(live, static_cast<std::int64_t>(reserved_now_.load()));
   while (static_cast<std::size_t>(live) > peak &&
          !peak_live_.compare_exchange_weak(peak, static_cast<std::size_t>(live),
                                            std::memory_order_relaxed)) {
   }
-}
-
-void pool_state::add_live(std::int64_t delta) noexcept {
-  if (delta > 0) count_allocation(static_cast<std::size_t>(delta));
-  if (delta < 0) count_deallocation(static_cast<std::size_t>(-delta));
 }
 
 // ---- allocation -------------------------------------------------------------------------------
@@ -113,12 +138,19 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
     timeline& line = s.get_timeline();
     stream_cache* c = access::first_cache(line, id_);
     stream_cache::entry e{};
-    stream_cache::counted n{};
-    if (c != nullptr && c->pop_biased(class_of(bytes), e, n)) [[likely]] {
+    const std::size_t cls = class_of(bytes);
+    if (c != nullptr && c->pop_biased(cls, e)) [[likely]] {
       e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-      if (n.flush) [[unlikely]]
-        return add_live_then(n.delta, e.p);
-      note_peak(n.delta);
+      // The cache is biased to this thread, so its owner's cell is this thread's (live_cell.hpp).
+      live_cell& cell = c->owner_cell();
+      const std::int64_t d =
+          cell.delta.load(std::memory_order_relaxed) + static_cast<std::int64_t>(class_size(cls));
+      if (d >= live_cell::flush_bytes) [[unlikely]] {
+        cell.delta.store(0, std::memory_order_relaxed);
+        return add_live_then(d, e.p);
+      }
+      cell.delta.store(d, std::memory_order_relaxed);
+      note_peak(d);
       return e.p;
     }
   }
@@ -140,18 +172,26 @@ void* pool_state::allocate_general(stream_ref s, std::size_t bytes) {
   const std::size_t size = bytes + static_cast<std::size_t>(bytes == 0);
   void* p = nullptr;
   if (size > options_.small_max) {
-    p = allocate_large(s, size);
+    try {
+      p = allocate_large(s, size);
+    } catch (const out_of_memory& oom) {
+      // The ladder knew only the block it looked for; the caller's size is said too.
+      throw_out_of_memory(oom.requested(), bytes);
+    }
   } else {
     const std::size_t cls = class_of(size);
     stream_cache::entry e{};
-    stream_cache::counted n{};
-    if (!cache_of(s.get_timeline()).pop(cls, e, n)) [[unlikely]] {
-      p = allocate_small(s, cls);  // the slow path, out of line
+    if (!cache_of(s.get_timeline()).pop(cls, e)) [[unlikely]] {
+      try {
+        p = allocate_small(s, cls);  // the slow path, out of line
+      } catch (const out_of_memory& oom) {
+        throw_out_of_memory(oom.requested(), bytes);  // as above
+      }
     } else {
       // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
       // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
       e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-      publish_live(n, /*allocation=*/true);
+      count_small_here(static_cast<std::int64_t>(class_size(cls)));
       p = e.p;
     }
   }
@@ -277,7 +317,7 @@ void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noe
             : ready_reuses_)
       .fetch_add(1, std::memory_order_relaxed);
   allocations_.fetch_add(1, std::memory_order_relaxed);
-  count_allocation(bytes);
+  count_small_here(static_cast<std::int64_t>(bytes));
 }
 
 // ---- deallocation -----------------------------------------------------------------------------
@@ -288,7 +328,7 @@ void pool_state::deallocate(stream_ref s, void* p) {
   // byte changes (the allocation log, a bad pointer, poisoning) starts over on the full path,
   // deallocate_general(); after it, deallocate_chunk()'s own ways are taken. A large block goes to
   // deallocate_large_on(), a tail call too.
-  if (!recorder_.on()) [[likely]] {
+  if (!recorder_.on() && s.get_device().id() == device_id_) [[likely]] {
     segment* seg = map_.find(p);
     if (seg != nullptr && seg->kind == segment_kind::slab && !options_.poison_on_free) [[likely]] {
       auto& sl = static_cast<slab&>(*seg);
@@ -299,11 +339,17 @@ void pool_state::deallocate(stream_ref s, void* p) {
           return deallocate_chunk_rest(sl, p, old, s);
         timeline& line = s.get_timeline();
         stream_cache* c = access::first_cache(line, id_);
-        stream_cache::counted n{};
-        if (c != nullptr &&
-            c->push_biased(sl.size_class, sl.chunk_size, {p, &sl, line.current()}, n)) [[likely]] {
-          if (n.flush) [[unlikely]]
-            add_live(n.delta);
+        if (c != nullptr && c->push_biased(sl.size_class, sl.chunk_size, {p, &sl, line.current()}))
+            [[likely]] {
+          // Biased to this thread: the owner's cell is this thread's (live_cell.hpp).
+          live_cell& cell = c->owner_cell();
+          const std::int64_t d =
+              cell.delta.load(std::memory_order_relaxed) - static_cast<std::int64_t>(sl.chunk_size);
+          if (d <= -live_cell::flush_bytes) [[unlikely]] {
+            cell.delta.store(0, std::memory_order_relaxed);
+            return add_live(d);
+          }
+          cell.delta.store(d, std::memory_order_relaxed);
           return;
         }
         return cache_chunk(sl, p, s);
@@ -325,6 +371,10 @@ void pool_state::deallocate_chunk_rest(slab& sl, void* p, std::uint8_t old, stre
 }
 
 void pool_state::deallocate_general(stream_ref s, void* p) {
+  // Before anything changes, the log included: the free's point would be a token on another
+  // device's timeline, which no stream of this device can wait for.
+  if (s.get_device().id() != device_id_) [[unlikely]]
+    foreign_stream(s, p, "deallocate");
   // The allocation log, before the block can go to another thread (trace_recorder.hpp). A bad
   // pointer or a double free is not a live block of the log: nothing is written for it.
   if (recorder_.on()) [[unlikely]] {
@@ -340,6 +390,7 @@ void pool_state::deallocate_general(stream_ref s, void* p) {
 }
 
 void pool_state::deallocate(void* p, std::span<const token> uses) {
+  for (const token& t : uses) check_token(t, p, "deallocate");
   if (recorder_.on()) [[unlikely]] {
     recorder_.freed(p);  // as above
   }
@@ -370,9 +421,8 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   const std::size_t cls = sl.size_class;
   // What a bin spills goes where other streams can use it, with its token: to its own class's
   // list (the spilling bin may be another class's, the fullest).
-  const stream_cache::counted n =
-      cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spiller());
-  publish_live(n, /*allocation=*/false);
+  cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spiller());
+  count_small_here(-static_cast<std::int64_t>(sl.chunk_size));
 }
 
 bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stream_ref* s,
@@ -398,7 +448,7 @@ bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stre
   if (s != nullptr) merge_free_point(tokens, *s);
   for (const token& t : uses) merge_token(tokens, t);
   deallocations_.fetch_add(1, std::memory_order_relaxed);
-  count_deallocation(sl.chunk_size);
+  count_small_here(-static_cast<std::int64_t>(sl.chunk_size));
   push_shared(sl.size_class, free_chunk{p, &sl, std::move(tokens)});
   return false;
 }

@@ -27,7 +27,13 @@ std::vector<pool_state*>& registry() {
 
 std::size_t env_limit(const backend& b) {
   const char* text = std::getenv("STREAMPOOL_MEMORY_LIMIT");
-  return text != nullptr && *text != '\0' ? parse_memory_limit(text, b.caps().total_memory) : 0;
+  if (text == nullptr || *text == '\0') return 0;
+  try {
+    return parse_memory_limit(text, b.caps().total_memory);
+  } catch (const logic_error& e) {
+    // Name the variable: the pool is made far from where the environment was set.
+    STREAMPOOL_FAIL(format("STREAMPOOL_MEMORY_LIMIT: %s", e.what()));
+  }
 }
 
 }  // namespace
@@ -83,7 +89,8 @@ pool_state::~pool_state() {
   // Work queued on freed memory may still run; the upstream must not get it back before that.
   flush_caches();
   empty_shelves();
-  wait_all_pending();
+  // A forked child leaves the parent's work alone (backend::usable_in_this_process).
+  if (backend_->usable_in_this_process()) wait_all_pending();
   const std::size_t live = live_bytes();  // before the caches (and their counters) go
   std::vector<std::shared_ptr<stream_cache>> caches;
   {
@@ -142,6 +149,7 @@ token_set pool_state::take_uses(void* p) {
 }
 
 void pool_state::record_use(void* p, const token& use) {
+  check_token(use, p, "record_use");
   segment* seg = map_.find(p);
   if (seg == nullptr) bad_pointer(p, "record_use");
   if (seg->kind == segment_kind::large) {

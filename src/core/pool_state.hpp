@@ -28,6 +28,7 @@
 //   segments_mu_       the segment registry, reserved bytes, page map writes, slab pages
 //   caches_mu_         the registry of stream caches
 //   hooks_mu_          reclaim hooks
+//   cells_mu_          the threads' live cells (live_cell.hpp); a leaf
 //   uses_mu_           recorded uses of live chunks
 //   trace_recorder::mu_  the allocation log while it records; taken with no pool lock held (a
 //                      leaf), by allocate() after the block is out and deallocate() before it
@@ -82,6 +83,7 @@
 #include "block_arena.hpp"
 #include "counted_mutex.hpp"
 #include "large_shard.hpp"
+#include "live_cell.hpp"
 #include "page_map.hpp"
 #include "segment.hpp"
 #include "size_classes.hpp"
@@ -143,8 +145,14 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// `line` when it is closing (stream::release), with none when it retired (line null).
   void take_orphans(std::vector<stream_cache::entry>& entries,
                     const std::shared_ptr<timeline>& line);
-  /// Adds a stream cache's pending live delta (stream_cache::counted) to the exact counter.
-  void add_live(std::int64_t delta) noexcept;
+  /// Called by stream_cache::orphan once it is empty for good: the registry forgets it now (its
+  /// counters folded into the pool's), not at the next trim or new stream.
+  void forget_cache(const stream_cache& c);
+  /// Called by a thread's first count on this pool (live_cell.hpp): the cell joins the registry
+  /// that statistics() sums. Takes cells_mu_ only.
+  void register_cell(std::shared_ptr<live_cell> cell);
+  /// Called when the cell's thread exits: its delta goes into the counter (cells_mu_ only).
+  void fold_thread_cell(live_cell& cell) noexcept;
 
   // ---- the allocation log (pool_recording.cpp; pool::start_recording says what it writes) ----
   /// `zero`: the stream numbered 0 (nullptr: streams count from 0 in order of appearance).
@@ -173,13 +181,16 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // ---- small blocks (pool_small.cpp) ----
   /// allocate()'s argument checks failed: throws logic_error naming the values.
   [[noreturn, gnu::cold, gnu::noinline]] void bad_request(stream_ref s, std::size_t bytes) const;
+  /// A free on a stream of another device: throws logic_error naming both devices.
+  [[noreturn, gnu::cold, gnu::noinline]] void foreign_stream(stream_ref s, const void* p,
+                                                             const char* what) const;
+  /// Throws logic_error when `t` is on a timeline of another backend (device) than the pool's.
+  void check_token(const token& t, const void* p, const char* what) const;
   /// s's stream cache for this pool, made on first use: one atomic load when it exists.
   stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
   /// allocate() beyond its fast path, from the start: argument checks, large blocks, the
   /// allocation log, and a stream cache's locked pop.
   [[gnu::noinline]] void* allocate_general(stream_ref s, std::size_t bytes);
-  /// add_live(delta), then p: the fast path's tail call when the live count flushes.
-  [[gnu::noinline]] void* add_live_then(std::int64_t delta, void* p) noexcept;
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
   [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
   /// A chunk of the shared list of `cls`: a freed one that needs no wait, else one never handed
@@ -240,17 +251,24 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] std::vector<std::shared_ptr<stream_cache>> caches() const;
 
   // ---- live accounting (pool_small.cpp, next to the fast path that inlines it) ----
-  /// Adds a cache's counted change to the pool: the flushed delta, or else (for an allocation)
-  /// the peak it may have reached. Part of the fast path: inline (pool_small.cpp, its only user).
-  [[gnu::always_inline]] inline void publish_live(const stream_cache::counted& n,
-                                                  bool allocation) noexcept;
-  /// Adds a large block's `bytes` to the live count through a stream's cache: allocated, or freed.
-  /// Two functions, not a sign: a branch on the direction, called alternately, was mispredicted.
-  void count_live_out(stream_cache& c, std::size_t bytes);
-  void count_live_back(stream_cache& c, std::size_t bytes);
-  void count_allocation(std::size_t bytes) noexcept;
-  void count_deallocation(std::size_t bytes) noexcept;
-  /// Raises the peak to the exact counter plus `pending` (the calling stream's unflushed delta).
+  /// Adds `bytes` (negative for a free) to `cell`, the calling thread's (live_cell.hpp), and adds
+  /// the cell's delta to the counter once it reaches `step` (live_cell::flush_bytes; for a large
+  /// block twice its size, when that is more: a block as large as the flush size made every
+  /// allocation and free flush, and the counter, written by every thread, ran 16 MiB pairs on
+  /// four threads at a quarter of one thread's rate). A null cell (the thread is exiting) counts
+  /// on the counter directly.
+  void count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept;
+  /// count_live on the calling thread's cell: a small block's change (allocated > 0, freed < 0).
+  void count_small_here(std::int64_t bytes) noexcept;
+  /// The same for a large block (its step is at least twice its size).
+  void count_large_here(std::int64_t bytes) noexcept;
+  /// Adds `delta` to the counter, and raises the peak to it (an allocation).
+  void add_live(std::int64_t delta) noexcept;
+  /// add_live(delta), then p: the fast path's tail call when a cell flushes.
+  [[gnu::noinline]] void* add_live_then(std::int64_t delta, void* p) noexcept;
+  /// Raises the peak to the counter plus `pending` (the calling thread's cell): never above the
+  /// bytes reserved, which every live byte lies in (another thread's negative delta, not yet
+  /// added, would otherwise lift it there).
   void note_peak(std::int64_t pending) noexcept;
 
   // ---- large blocks (pool_large.cpp) ----
@@ -287,8 +305,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
                       bool split_big, bool try_only, large_reach reach);
   /// Counts the block of `sh` just taken live (under sh.mu).
   static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
-  /// Orders s after `waits` and counts `bytes` live on s's cache (no lock held).
-  void* hand_out_large(stream_ref s, stream_cache& cache, std::uintptr_t start, std::size_t bytes,
+  /// Orders s after `waits` and counts `bytes` live on the calling thread's cell (no lock held).
+  void* hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
                        const token_set& waits);
   void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
   void record_use_large(large_range& r, void* p, const token& use);
@@ -362,7 +380,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   }
   /// The ladder of with_reclaim, after a first attempt failed.
   void* reclaim_and_retry(std::size_t bytes, const std::function<void*()>& attempt);
-  [[noreturn]] void throw_out_of_memory(std::size_t bytes) const;
+  /// `bytes`: the block the pool looked for; `requested`: the caller's size (0: not known here,
+  /// allocate_general() says it again with it).
+  [[noreturn]] void throw_out_of_memory(std::size_t bytes, std::size_t requested = 0) const;
   /// Host-waits for the pending work of all cached memory (no lock held while waiting). Returns
   /// false when there was none.
   bool wait_cached_work();
@@ -423,9 +443,16 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::size_t unpublished_ = 0;
   std::atomic<std::size_t> reserved_now_{0};
   std::atomic<std::size_t> peak_reserved_{0};
-  // Live bytes, exact: every allocation and free adds to it, and the peak follows it.
-  std::atomic<std::size_t> live_{0};
-  std::atomic<std::size_t> peak_live_{0};
+  // Live bytes: the counter plus every thread's cell (cells_) is exact. Signed: a block freed on
+  // one thread while its allocation is still pending in another's cell takes the counter below
+  // the bytes it holds, and below zero in a moment when it is all there is.
+  std::atomic<std::int64_t> live_{0};
+  // Mutable: statistics() raises it to the sum it reads (pool_trim.cpp).
+  mutable std::atomic<std::size_t> peak_live_{0};
+  // The threads' live cells (live_cell.hpp). A leaf lock: taken with nothing under it, and by
+  // statistics() under caches_mu_.
+  mutable std::mutex cells_mu_;
+  std::vector<std::shared_ptr<live_cell>> cells_;
 
   mutable counted_mutex caches_mu_;
   std::vector<std::shared_ptr<stream_cache>> caches_;

@@ -67,10 +67,12 @@ void pool_state::wait_all_pending() {
 }
 
 std::size_t pool_state::live_bytes() const {
-  // The exact counter plus what the stream caches have not added to it yet.
-  auto live = static_cast<std::int64_t>(live_.load());
-  std::lock_guard lock(caches_mu_);
-  for (const auto& c : caches_) live += c->pending_live();
+  // The counter plus what the threads have not added to it yet (live_cell.hpp): exact whenever
+  // no other thread is inside an allocation or a free. Under cells_mu_, so that no thread's exit
+  // folds its cell between the two reads.
+  std::lock_guard lock(cells_mu_);
+  std::int64_t live = live_.load();
+  for (const auto& c : cells_) live += c->delta.load(std::memory_order_relaxed);
   return live > 0 ? static_cast<std::size_t>(live) : 0;
 }
 
@@ -79,7 +81,12 @@ pool_statistics pool_state::statistics() const {
   st.live_bytes = live_bytes();
   st.reserved_bytes = reserved_now_.load();
   st.cached_bytes = st.reserved_bytes > st.live_bytes ? st.reserved_bytes - st.live_bytes : 0;
-  st.peak_live_bytes = peak_live_.load();
+  // What a reader sees is never above the peak it reads: the sum just taken raises it (another
+  // thread's pending change may have kept the allocation that reached it from seeing it).
+  std::size_t peak = peak_live_.load();
+  while (st.live_bytes > peak && !peak_live_.compare_exchange_weak(peak, st.live_bytes)) {
+  }
+  st.peak_live_bytes = std::max(peak, st.live_bytes);
   st.peak_reserved_bytes = peak_reserved_.load();
   st.allocations = allocations_.load();
   st.deallocations = deallocations_.load();

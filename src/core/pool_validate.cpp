@@ -43,6 +43,19 @@ bool one_token_per_timeline(const token_set& tokens) {
 
 void pool_state::validate() const {
   std::size_t work = 0;  // what this costs, in units of validate_budget
+  {
+    // live cells (live_cell.hpp): every change that reaches its step goes into the counter.
+    std::lock_guard lock(cells_mu_);
+    for (const auto& c : cells_) {
+      const std::int64_t d = c->delta.load(std::memory_order_relaxed);
+      const std::int64_t step = std::max(live_cell::flush_bytes, c->bound);
+      if (d >= step || d <= -step) {
+        broken(id_, format("live delta %lld of a thread's cell is not below its step %lld",
+                           static_cast<long long>(d), static_cast<long long>(step)));
+      }
+    }
+    work += cells_.size();
+  }
   validate_small(work);
   validate_large(work);
   // How many large frees pass before the next validation (pool_large.cpp).

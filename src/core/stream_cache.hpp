@@ -28,8 +28,10 @@
 //   e.owner->size_class == c  and  e.owner->state(e.owner->index_of(e.p)) == chunk_free
 //                                                               for every entry e of bins_[c]
 //   orphaned_ || detached_  ==>  bins_[c].empty()
-//   allocations_ and deallocations_ only grow; live_bound_ >= live_flush_bytes, and
-//   live_delta_ lies in (-live_bound_, live_bound_).
+//   allocations_ and deallocations_ only grow.
+// Live bytes are not counted here but per thread (live_cell.hpp): owner_cell_ is the cell of the
+// thread that made the cache (its lock's bias), which the fast path counts on once pop_biased or
+// push_biased has told it that it is that thread.
 // Lock order: pool caches lock -> cache lock -> shared class lock (a spill pushes to the shared
 // lists under this cache's lock).
 #pragma once
@@ -45,6 +47,7 @@
 #include <vector>
 
 #include "biased_lock.hpp"
+#include "live_cell.hpp"
 #include "locked_count.hpp"
 #include "size_classes.hpp"
 #include "streampool/error.hpp"
@@ -66,50 +69,40 @@ class alignas(64) stream_cache {
     timeline::point at;  // the timeline's point when it was freed
   };
 
-  /// A change of this stream's live bytes: `delta` is what is pending here after it; `flush`
-  /// says it reached the step (live_flush_bytes, or more for a large block: count_live) either
-  /// way and was reset: the caller adds `delta` to the pool's counter after unlocking
-  /// (pool_state::add_live), else it stays pending here.
-  struct counted {
-    std::int64_t delta;
-    bool flush;
-  };
-  // Live bytes allocated minus freed on this stream (small and large blocks) and not yet added to
-  // the pool's live counter: it is added once its magnitude reaches live_flush_bytes (or twice a
-  // larger block's size: count_live), so that a stream's allocations and frees touch no shared
-  // cache line (one shared counter cost 16 threads 12x their 4 KiB pair rate on the H200). Large
-  // blocks are 256 KiB and up, and random sizes walk the delta away from zero, so the step is
-  // large: at 64 KiB the mixed pattern flushed on almost every large call.
-  static constexpr std::int64_t live_flush_bytes = std::int64_t{16} << 20;
   /// All bins together hold at most this many times the per-class limit (pool_options::
   /// stream_cache_bytes) after a push: 16 threads' caches then hold at most 16 x 32 MiB by
   /// default, however many classes each frees.
   static constexpr std::size_t total_factor = 4;
 
   /// `bin_limit`: the pool's stream_cache_bytes, the most one bin holds after a push.
+  /// `owner_cell`: the live cell of the thread that makes the cache (its lock's bias).
   stream_cache(std::uint64_t pool_id, std::weak_ptr<pool_state> pool, std::weak_ptr<timeline> line,
-               std::uint64_t timeline_id, std::size_t shard, std::size_t bin_limit);
+               std::uint64_t timeline_id, std::size_t shard, std::size_t bin_limit,
+               std::shared_ptr<live_cell> owner_cell);
 
   [[nodiscard]] std::uint64_t pool_id() const noexcept { return pool_id_; }
   [[nodiscard]] std::uint64_t timeline_id() const noexcept { return timeline_id_; }
   /// The pool's large shard for this stream (large_shard.hpp).
   [[nodiscard]] std::size_t shard() const noexcept { return shard_; }
+  /// The live cell of the thread the cache is biased to: only that thread may count on it, which
+  /// a successful pop_biased() or push_biased() proves the caller is.
+  [[nodiscard]] live_cell& owner_cell() const noexcept { return *owner_cell_; }
 
   // ---- the fast path (each takes mu_: biased to this stream's thread, no atomic read-modify-
   // write there) ----
 
   /// The most recently freed chunk of class `cls` (warm, and freed on this very stream: no wait
   /// is ever needed), counted as an allocation; false when the bin is empty.
-  bool pop(std::size_t cls, entry& out, counted& live) noexcept {
+  bool pop(std::size_t cls, entry& out) noexcept {
     const std::lock_guard lock(mu_);
-    return pop_locked(cls, out, live);
+    return pop_locked(cls, out);
   }
   /// pop() by the thread the cache is biased to, while it is: false, with nothing changed, when
   /// the bias does not hold (then pop() decides) or the bin is empty. It makes no call, so the
   /// allocation that inlines it saves no registers (pool_state::allocate).
-  [[gnu::always_inline]] bool pop_biased(std::size_t cls, entry& out, counted& live) noexcept {
+  [[gnu::always_inline]] bool pop_biased(std::size_t cls, entry& out) noexcept {
     if (!mu_.try_enter_biased()) return false;
-    const bool popped = pop_locked(cls, out, live);
+    const bool popped = pop_locked(cls, out);
     mu_.exit_biased();
     return popped;
   }
@@ -122,21 +115,20 @@ class alignas(64) stream_cache {
   /// total_factor x the bin limit, the fullest bin spills its older half the same way. A spill
   /// lists all its entries or none (it may throw bad_alloc): entries leave the bin only after.
   template <class Spill>
-  counted push(std::size_t cls, std::size_t bytes, const entry& e, Spill&& spill) {
+  void push(std::size_t cls, std::size_t bytes, const entry& e, Spill&& spill) {
     STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
     const std::lock_guard lock(mu_);
-    const counted n = push_locked(cls, bytes, e);
+    push_locked(cls, bytes, e);
     if (bin_bytes_[cls] > bin_limit_) [[unlikely]]
       spill_oldest(cls, bins_[cls].size() / 2, spill);
     if (total_bytes_ > total_limit_) [[unlikely]]
       spill_to_total(total_limit_, spill);
-    return n;
   }
   /// push() by the thread the cache is biased to, while it is, when the bin has room for the entry
   /// (no allocation) and neither bound is passed (no spill): false, with nothing changed,
   /// otherwise (then push() decides). Like pop_biased(), it makes no call.
-  [[gnu::always_inline]] bool push_biased(std::size_t cls, std::size_t bytes, const entry& e,
-                                          counted& live) noexcept {
+  [[gnu::always_inline]] bool push_biased(std::size_t cls, std::size_t bytes,
+                                          const entry& e) noexcept {
     STREAMPOOL_ASSERT_INTERNAL(bytes == class_size(cls));
     if (!mu_.try_enter_biased()) return false;
     const bool room = bins_[cls].size() < bins_[cls].capacity() &&
@@ -149,23 +141,10 @@ class alignas(64) stream_cache {
       auto& bin = bins_[cls];
       if (bin.data() + bin.size() == bin.data() + bin.capacity()) __builtin_unreachable();
       bin.push_back(e);
-      live = count_push(cls, bytes);
+      count_push(cls, bytes);
     }
     mu_.exit_biased();
     return room;
-  }
-
-  /// Adds `bytes` (negative for a free) of a large block to this stream's live delta. The step
-  /// is at least twice the change: a block as large as live_flush_bytes made every allocation and
-  /// every free flush, and the pool's counter, written by every thread, ran 16 MiB pairs on four
-  /// threads at a quarter of one thread's rate on the 2-core host (bench/RESULTS.md, 2026-12-05,
-  /// twentieth session). What stays pending is then at most twice this stream's last large
-  /// block; the next smaller change flushes it.
-  [[gnu::always_inline]] counted count_live(std::int64_t bytes) noexcept {
-    const biased_guard lock(mu_);
-    const std::int64_t size = bytes < 0 ? -bytes : bytes;
-    live_bound_ = std::max(live_flush_bytes, 2 * size);
-    return count_live_locked(bytes, live_bound_);
   }
 
   // ---- the slow paths ----
@@ -224,10 +203,6 @@ class alignas(64) stream_cache {
 
   [[nodiscard]] std::uint64_t allocations() const noexcept { return allocations_; }
   [[nodiscard]] std::uint64_t deallocations() const noexcept { return deallocations_; }
-  /// Live bytes not yet added to the pool's counter.
-  [[nodiscard]] std::int64_t pending_live() const noexcept {
-    return live_delta_.load(std::memory_order_relaxed);
-  }
   [[nodiscard]] std::uint64_t contended() const noexcept { return mu_.contended(); }
   /// The lock is still biased to one thread (biased_lock.hpp).
   [[nodiscard]] bool biased() const noexcept { return mu_.biased(); }
@@ -292,7 +267,7 @@ class alignas(64) stream_cache {
   /// The class whose bin holds the most bytes (under mu_).
   [[nodiscard]] std::size_t fullest_bin() const noexcept;
 
-  bool pop_locked(std::size_t cls, entry& out, counted& live) noexcept {
+  bool pop_locked(std::size_t cls, entry& out) noexcept {
     auto& bin = bins_[cls];
     if (bin.empty()) return false;
     out = bin.back();
@@ -301,31 +276,22 @@ class alignas(64) stream_cache {
     bin_bytes_[cls] -= bytes;
     total_bytes_ -= bytes;
     ++allocations_;
-    live = count_live_locked(static_cast<std::int64_t>(bytes));
     return true;
   }
   /// The entry joins its bin (which may then be over a bound: push() spills).
-  [[gnu::always_inline]] counted push_locked(std::size_t cls, std::size_t bytes, const entry& e) {
+  [[gnu::always_inline]] void push_locked(std::size_t cls, std::size_t bytes, const entry& e) {
     bins_[cls].push_back(e);
-    return count_push(cls, bytes);
+    count_push(cls, bytes);
   }
   /// push_locked's counting, after the entry joined bin `cls`.
-  [[gnu::always_inline]] counted count_push(std::size_t cls, std::size_t bytes) noexcept {
+  [[gnu::always_inline]] void count_push(std::size_t cls, std::size_t bytes) noexcept {
     ++deallocations_;
     bin_bytes_[cls] += bytes;
     total_bytes_ += bytes;
-    return count_live_locked(-static_cast<std::int64_t>(bytes));
-  }
-
-  counted count_live_locked(std::int64_t bytes, std::int64_t step = live_flush_bytes) noexcept {
-    const std::int64_t d = live_delta_.load(std::memory_order_relaxed) + bytes;
-    const bool flush = d >= step || d <= -step;
-    live_delta_.store(flush ? 0 : d, std::memory_order_relaxed);
-    return {d, flush};
   }
 
   // Guards bins_, bin_bytes_, total_bytes_, orphaned_'s changes, detached_. Biased to the thread
-  // that made the cache (the stream's first user): pop, push and count_live are its fast path,
+  // that made the cache (the stream's first user): pop and push are its fast path,
   // with no atomic read-modify-write; every other member takes it as a visit (biased_lock.hpp).
   mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
@@ -347,10 +313,7 @@ class alignas(64) stream_cache {
 
   locked_count<std::uint64_t> allocations_;  // statistics: written under mu_, read without it
   locked_count<std::uint64_t> deallocations_;
-  std::atomic<std::int64_t> live_delta_{0};
-  // The bound live_delta_ stays within: live_flush_bytes, or twice the last large change when
-  // that is more (count_live). Under mu_.
-  std::int64_t live_bound_ = live_flush_bytes;
+  const std::shared_ptr<live_cell> owner_cell_;
   std::atomic<std::uint64_t> activity_at_last_look_{UINT64_MAX};
 };
 

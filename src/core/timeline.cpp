@@ -113,11 +113,15 @@ std::vector<std::shared_ptr<detail::stream_cache>> timeline::drop_queue_locked(n
 
 native_queue timeline::retire() {
   std::shared_ptr<marker> last;
-  {
-    std::lock_guard lock(mu_);
-    last = record_locked();
+  // In a child that fork() made, the queue is the parent's: nothing is recorded or waited for
+  // (backend::usable_in_this_process), and the caches go back as if complete.
+  if (backend_->usable_in_this_process()) [[likely]] {
+    {
+      std::lock_guard lock(mu_);
+      last = record_locked();
+    }
+    last->wait_host();
   }
-  last->wait_host();
   native_queue q;
   std::vector<std::shared_ptr<detail::stream_cache>> caches;
   {
@@ -137,7 +141,9 @@ native_queue timeline::close() {
   std::vector<std::shared_ptr<detail::stream_cache>> caches;
   {
     std::lock_guard lock(mu_);
-    (void)record_locked();          // the last marker: after everything ever submitted to the queue
+    // The last marker: after everything ever submitted to the queue (none in a forked child).
+    if (backend_->usable_in_this_process()) [[likely]]
+      (void)record_locked();
     caches = drop_queue_locked(q);  // nothing below throws: the caches always go back
   }
   // The memory may still be in use on the device: it goes back with a token on this timeline,

@@ -38,7 +38,9 @@ struct test_access {
   }
   static auto& bin_bytes(stream_cache& c, std::size_t cls) { return c.bin_bytes_[cls]; }
   static locked_count<std::size_t>& total_bytes(stream_cache& c) { return c.total_bytes_; }
-  static std::atomic<std::int64_t>& live_delta(stream_cache& c) { return c.live_delta_; }
+  static std::atomic<std::int64_t>& live_delta(pool_state& s) {
+    return sp::detail::thread_live_cell(s)->delta;
+  }
   static std::vector<stream_cache::entry>& bin(stream_cache& c, std::size_t cls) {
     return c.bins_[cls];
   }
@@ -312,11 +314,10 @@ TEST_F(ValidateCatches, ACacheTotalThatIsNotItsBinsSum) {
 }
 
 TEST_F(ValidateCatches, ALiveDeltaBeyondItsBound) {
-  sp::detail::stream_cache& c = test_access::cache(state_, s_);
-  auto& delta = test_access::live_delta(c);
+  auto& delta = test_access::live_delta(state_);
   const std::int64_t was = delta.load();
   // The fixture's last large change was 4 MiB: the bound is the flush size.
-  delta.store(sp::detail::stream_cache::live_flush_bytes);
+  delta.store(sp::detail::live_cell::flush_bytes);
   expect_broken("live delta");
   delta.store(was);
 }
@@ -329,22 +330,22 @@ TEST(LiveDelta, LargeBlocksOfTheFlushSizeStayPendingAndTheNextSmallChangeFlushes
   sp::pool p(d);
   sp::stream s(d);
   auto& state = test_access::state(p);
-  const auto flush = static_cast<std::size_t>(sp::detail::stream_cache::live_flush_bytes);
-  void* warm = p.allocate(s, 4096);  // makes s's cache
-  sp::detail::stream_cache& c = test_access::cache(state, s);
+  const auto flush = static_cast<std::size_t>(sp::detail::live_cell::flush_bytes);
+  void* warm = p.allocate(s, 4096);  // makes s's cache and this thread's cell
   p.deallocate(s, warm);
-  const std::int64_t before = c.pending_live();
+  auto& pending = test_access::live_delta(state);
+  const std::int64_t before = pending.load();
   for (int i = 0; i < 4; ++i) {
     void* q = p.allocate(s, flush);
-    EXPECT_EQ(c.pending_live(), before + static_cast<std::int64_t>(flush)) << "round " << i;
+    EXPECT_EQ(pending.load(), before + static_cast<std::int64_t>(flush)) << "round " << i;
     EXPECT_EQ(p.statistics().live_bytes, flush);
     EXPECT_EQ(broken(p), "");
     p.deallocate(s, q);
-    EXPECT_EQ(c.pending_live(), before);
+    EXPECT_EQ(pending.load(), before);
   }
   void* big = p.allocate(s, flush);
   void* small = p.allocate(s, 4096);  // a change under the flush size: the delta goes out
-  EXPECT_EQ(c.pending_live(), 0);
+  EXPECT_EQ(pending.load(), 0);
   EXPECT_EQ(p.statistics().live_bytes, flush + p.block_size(small));
   EXPECT_EQ(broken(p), "");
   p.deallocate(s, small);
