@@ -302,9 +302,9 @@ def _destroy_stream(handle, release):
         _report("sp_stream_destroy", _lib.sp_stream_destroy(handle))
 
 
-def _destroy_pool(handle, hook_keys):
+def _destroy_pool(handle, hook_ids):
     _report("sp_pool_destroy", _lib.sp_pool_destroy(handle))  # removes its hooks in C first
-    for key in hook_keys:
+    for _, key in hook_ids:
         _hooks.pop(key, None)
 
 
@@ -629,8 +629,8 @@ class Pool:
     def _init(self, handle, device):
         self._handle = handle
         self.device = device  # None for the PyTorch plug-in's pools (streampool.torch.pool())
-        self._hook_keys = []
-        self._life = _Life(weakref.finalize(self, _destroy_pool, handle, self._hook_keys))
+        self._hook_ids = []  # (C hook id, _hooks key) of each hook added through this handle
+        self._life = _Life(weakref.finalize(self, _destroy_pool, handle, self._hook_ids))
 
     def _describe(self):
         where = self.device._describe() if self.device is not None else "the PyTorch plug-in"
@@ -662,13 +662,14 @@ class Pool:
             with _Using("Pool.deallocate", self):
                 _check(_lib.sp_pool_deallocate(self._handle, ptr, None))
             return
-        _instance(stream, Stream, "Pool.deallocate: stream")
+        _stream_for(stream, self.device, "Pool.deallocate")  # a Stream of the pool's device
         with _Using("Pool.deallocate", self, stream):
             _check(_lib.sp_pool_deallocate(self._handle, ptr, stream._handle))
 
     def record_use(self, ptr: int, stream: Stream) -> None:
         ptr = _address(ptr, "Pool.record_use: ptr")
-        _instance(stream, Stream, "Pool.record_use: stream")
+        _instance(stream, Stream, "Pool.record_use: stream")  # None is no stream here
+        _stream_for(stream, self.device, "Pool.record_use")
         with _Using("Pool.record_use", self, stream):
             _check(_lib.sp_pool_record_use(self._handle, ptr, stream._handle))
 
@@ -725,7 +726,7 @@ class Pool:
             except BaseException:
                 del _hooks[key]
                 raise
-            self._hook_keys.append(key)
+            self._hook_ids.append((hid.value, key))
             return (hid.value, key)
 
     def remove_reclaim_hook(self, hook_id: tuple[int, int]) -> None:
@@ -733,12 +734,15 @@ class Pool:
             if not (isinstance(hook_id, tuple) and len(hook_id) == 2):
                 raise _wrong_type(f"Pool.remove_reclaim_hook: {hook_id!r} is not an id from "
                                   "add_reclaim_hook")
-            hid, key = hook_id
-            if key not in self._hook_keys:
+            # Both halves, and as the pair they were issued: halves of two hooks would remove
+            # one hook in C and the other's callable here, leaving neither.
+            hid = _integer(hook_id[0], f"Pool.remove_reclaim_hook: {hook_id!r}: id", (1 << 64) - 1)
+            key = _integer(hook_id[1], f"Pool.remove_reclaim_hook: {hook_id!r}: key", None)
+            if (hid, key) not in self._hook_ids:
                 raise _invalid(f"Pool.remove_reclaim_hook: no hook {hook_id!r} on {self!r}")
             _check(_lib.sp_pool_remove_reclaim_hook(self._handle, hid))
             _hooks.pop(key, None)
-            self._hook_keys.remove(key)
+            self._hook_ids.remove((hid, key))
 
     def close(self) -> None:
         """Drops this handle (idempotent); memory still allocated keeps the pool alive."""
@@ -772,8 +776,13 @@ class Pool:
             raise _wrong_type(f"Pool.record_phase: name {name!r} is not a str")
         if "\0" in name:
             raise _invalid(f"Pool.record_phase: name {name!r} contains a NUL character")
+        try:
+            raw = name.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8 for it
+            raise _invalid(f"Pool.record_phase: name {name!r} is not valid Unicode text "
+                           f"({e.reason} at {e.start})") from None
         with _Using("Pool.record_phase", self):
-            _check(_lib.sp_pool_record_phase(self._handle, name.encode("utf-8")))
+            _check(_lib.sp_pool_record_phase(self._handle, raw))
 
     def recording(self, path: Union[str, os.PathLike[str]]) -> Recording:
         """``with pool.recording(path) as rec:`` records the block's allocations and frees to
@@ -790,6 +799,9 @@ def _path(path, what):
     except TypeError:
         raise _wrong_type(f"{what}: {path!r} is a {type(path).__name__}, not a str or "
                           "os.PathLike") from None
+    except UnicodeEncodeError as e:  # a lone surrogate that the file system encoding refuses
+        raise _invalid(f"{what}: {path!r} has no file system encoding ({e.reason} at "
+                       f"{e.start})") from None
     if not raw:
         raise _invalid(f"{what}: the path is empty")
     if b"\0" in raw:
@@ -845,6 +857,8 @@ def _pattern(typecode, value, what):
             raw = struct.pack("=" + typecode, float(value))
         except OverflowError:  # an int too big for a double, or a double too big for a float
             raise _invalid(f"{what}: {value!r} is out of range for typecode {typecode!r}") from None
+        except (TypeError, ValueError) as e:  # a numbers.Real whose __float__ fails
+            raise _invalid(f"{what}: {value!r} does not convert to a float: {e}") from e
     else:
         try:
             v = operator.index(value)  # 3.0 is refused: an int array holds no fractions
@@ -868,6 +882,8 @@ def _buffer(data, what):
     except TypeError:
         raise _wrong_type(f"{what}: a {type(data).__name__} is not a buffer (array.array, bytes, "
                           "bytearray, memoryview, numpy array...)") from None
+    except (ValueError, BufferError) as e:  # a released memoryview; an exporter that refuses
+        raise _invalid(f"{what}: the {type(data).__name__} gives no buffer: {e}") from e
 
 
 class Array:
