@@ -96,8 +96,8 @@ run_python() {
   "${SP_PYTHON}" -m venv "${work}/venv" || { python_failed "python3 -m venv"; return; }
   "${clean[@]}" "${work}/venv/bin/pip" install "${settings[@]}" . ||
     { python_failed "pip install ."; return; }
-  "${clean[@]}" "${work}/venv/bin/pip" install pytest numpy mypy jsonschema ||
-    { python_failed "pip install pytest numpy mypy jsonschema"; return; }
+  "${clean[@]}" "${work}/venv/bin/pip" install pytest numpy mypy jsonschema hypothesis ||
+    { python_failed "pip install pytest numpy mypy jsonschema hypothesis"; return; }
   # The type hints the wheel ships (py.typed) must hold together.
   (cd "${work}" && "${clean[@]}" "${work}/venv/bin/python" -m mypy -p streampool) ||
     { python_failed "mypy -p streampool (the installed package's type hints)"; return; }

@@ -138,6 +138,26 @@ def _instance(value, cls, what):
     return value
 
 
+def _shown(value, limit=200):
+    """repr(value) for a message about a value that a producer or consumer handed in: cut to
+    ``limit`` characters, and never raising (a hostile __repr__ must not replace the error)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - any failure of foreign code is reported the same way
+        return f"<a {type(value).__name__} whose repr() raised>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _raised(e):
+    """``TypeName: message`` of a foreign exception, for the message of the one that replaces it
+    (a hostile __str__ must not replace the error either)."""
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - as in _shown
+        text = "<its str() raised>"
+    return f"{type(e).__name__}: {text[:200]}"
+
+
 def _address(value, what):
     v = _integer(value, what, maximum=(1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1)
     if v == 0:
@@ -282,9 +302,9 @@ def _destroy_stream(handle, release):
         _report("sp_stream_destroy", _lib.sp_stream_destroy(handle))
 
 
-def _destroy_pool(handle, hook_keys):
+def _destroy_pool(handle, hook_ids):
     _report("sp_pool_destroy", _lib.sp_pool_destroy(handle))  # removes its hooks in C first
-    for key in hook_keys:
+    for _, key in hook_ids:
         _hooks.pop(key, None)
 
 
@@ -609,8 +629,8 @@ class Pool:
     def _init(self, handle, device):
         self._handle = handle
         self.device = device  # None for the PyTorch plug-in's pools (streampool.torch.pool())
-        self._hook_keys = []
-        self._life = _Life(weakref.finalize(self, _destroy_pool, handle, self._hook_keys))
+        self._hook_ids = []  # (C hook id, _hooks key) of each hook added through this handle
+        self._life = _Life(weakref.finalize(self, _destroy_pool, handle, self._hook_ids))
 
     def _describe(self):
         where = self.device._describe() if self.device is not None else "the PyTorch plug-in"
@@ -642,13 +662,14 @@ class Pool:
             with _Using("Pool.deallocate", self):
                 _check(_lib.sp_pool_deallocate(self._handle, ptr, None))
             return
-        _instance(stream, Stream, "Pool.deallocate: stream")
+        _stream_for(stream, self.device, "Pool.deallocate")  # a Stream of the pool's device
         with _Using("Pool.deallocate", self, stream):
             _check(_lib.sp_pool_deallocate(self._handle, ptr, stream._handle))
 
     def record_use(self, ptr: int, stream: Stream) -> None:
         ptr = _address(ptr, "Pool.record_use: ptr")
-        _instance(stream, Stream, "Pool.record_use: stream")
+        _instance(stream, Stream, "Pool.record_use: stream")  # None is no stream here
+        _stream_for(stream, self.device, "Pool.record_use")
         with _Using("Pool.record_use", self, stream):
             _check(_lib.sp_pool_record_use(self._handle, ptr, stream._handle))
 
@@ -705,7 +726,7 @@ class Pool:
             except BaseException:
                 del _hooks[key]
                 raise
-            self._hook_keys.append(key)
+            self._hook_ids.append((hid.value, key))
             return (hid.value, key)
 
     def remove_reclaim_hook(self, hook_id: tuple[int, int]) -> None:
@@ -713,12 +734,15 @@ class Pool:
             if not (isinstance(hook_id, tuple) and len(hook_id) == 2):
                 raise _wrong_type(f"Pool.remove_reclaim_hook: {hook_id!r} is not an id from "
                                   "add_reclaim_hook")
-            hid, key = hook_id
-            if key not in self._hook_keys:
+            # Both halves, and as the pair they were issued: halves of two hooks would remove
+            # one hook in C and the other's callable here, leaving neither.
+            hid = _integer(hook_id[0], f"Pool.remove_reclaim_hook: {hook_id!r}: id", (1 << 64) - 1)
+            key = _integer(hook_id[1], f"Pool.remove_reclaim_hook: {hook_id!r}: key", None)
+            if (hid, key) not in self._hook_ids:
                 raise _invalid(f"Pool.remove_reclaim_hook: no hook {hook_id!r} on {self!r}")
             _check(_lib.sp_pool_remove_reclaim_hook(self._handle, hid))
             _hooks.pop(key, None)
-            self._hook_keys.remove(key)
+            self._hook_ids.remove((hid, key))
 
     def close(self) -> None:
         """Drops this handle (idempotent); memory still allocated keeps the pool alive."""
@@ -752,8 +776,13 @@ class Pool:
             raise _wrong_type(f"Pool.record_phase: name {name!r} is not a str")
         if "\0" in name:
             raise _invalid(f"Pool.record_phase: name {name!r} contains a NUL character")
+        try:
+            raw = name.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate: no UTF-8 for it
+            raise _invalid(f"Pool.record_phase: name {name!r} is not valid Unicode text "
+                           f"({e.reason} at {e.start})") from None
         with _Using("Pool.record_phase", self):
-            _check(_lib.sp_pool_record_phase(self._handle, name.encode("utf-8")))
+            _check(_lib.sp_pool_record_phase(self._handle, raw))
 
     def recording(self, path: Union[str, os.PathLike[str]]) -> Recording:
         """``with pool.recording(path) as rec:`` records the block's allocations and frees to
@@ -770,6 +799,9 @@ def _path(path, what):
     except TypeError:
         raise _wrong_type(f"{what}: {path!r} is a {type(path).__name__}, not a str or "
                           "os.PathLike") from None
+    except UnicodeEncodeError as e:  # a lone surrogate that the file system encoding refuses
+        raise _invalid(f"{what}: {path!r} has no file system encoding ({e.reason} at "
+                       f"{e.start})") from None
     if not raw:
         raise _invalid(f"{what}: the path is empty")
     if b"\0" in raw:
@@ -825,6 +857,8 @@ def _pattern(typecode, value, what):
             raw = struct.pack("=" + typecode, float(value))
         except OverflowError:  # an int too big for a double, or a double too big for a float
             raise _invalid(f"{what}: {value!r} is out of range for typecode {typecode!r}") from None
+        except (TypeError, ValueError) as e:  # a numbers.Real whose __float__ fails
+            raise _invalid(f"{what}: {value!r} does not convert to a float: {e}") from e
     else:
         try:
             v = operator.index(value)  # 3.0 is refused: an int array holds no fractions
@@ -848,6 +882,8 @@ def _buffer(data, what):
     except TypeError:
         raise _wrong_type(f"{what}: a {type(data).__name__} is not a buffer (array.array, bytes, "
                           "bytearray, memoryview, numpy array...)") from None
+    except (ValueError, BufferError) as e:  # a released memoryview; an exporter that refuses
+        raise _invalid(f"{what}: the {type(data).__name__} gives no buffer: {e}") from e
 
 
 class Array:
@@ -1029,34 +1065,45 @@ class Array:
         and becomes a user of the memory: streampool's later work on it and its free wait for
         what the consumer submits there. On the host device the call waits for that work
         instead. The array stays alive, and free() waits, until the consumer deletes the
-        tensor."""
+        tensor. Malformed arguments raise InvalidType/InvalidArgument; well-formed requests that
+        streampool cannot meet (a copy, another device, a stream on the host) BufferError."""
+        # The consumer's arguments, checked before anything is done (issue 45).
+        if copy is not None:
+            copy = _flag(copy, "Array.__dlpack__: copy")
+        if max_version is not None:
+            max_version = _dl_pair(max_version, "Array.__dlpack__: max_version",
+                                   ("major", "minor"), (1 << 32) - 1)
+        if dl_device is not None:
+            dl_device = _dl_pair(dl_device, "Array.__dlpack__: dl_device",
+                                 ("device type", "device id"), _INT32_MAX)
+        if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+            raise _wrong_type(f"Array.__dlpack__: stream {_shown(stream)} is not an int")
         with _Using("Array.__dlpack__", self):
             if copy:
                 raise BufferError("Array.__dlpack__: copy=True: streampool exports its memory "
                                   "itself, never a copy")
             where = self._dl_device("Array.__dlpack__")
-            if dl_device is not None and tuple(dl_device) != where:
-                raise BufferError(f"Array.__dlpack__: dl_device {tuple(dl_device)} asks for a "
+            if dl_device is not None and dl_device != where:
+                raise BufferError(f"Array.__dlpack__: dl_device {dl_device} asks for a "
                                   f"copy; {self!r} is on {where}")
             if where[0] == _dlpack.CUDA:
                 if stream is None:
                     stream = 1  # the protocol's default: CUDA's legacy default stream
-                if isinstance(stream, bool) or not isinstance(stream, int):
-                    raise _wrong_type(f"Array.__dlpack__: stream {stream!r} is not an int")
                 if stream != -1 and self.nbytes:
                     if "cupy" in sys.modules:  # the stream may be CuPy's, destroyed unawaited
                         from .cupy import hook_streams
                         hook_streams()
                     with _Using("Array.__dlpack__", self.device):
-                        _check(_lib.sp_memory_acquire_native(self.device._handle, self._ptr,
-                                                             _address(stream or 1, "stream")))
+                        _check(_lib.sp_memory_acquire_native(
+                            self.device._handle, self._ptr,
+                            _address(stream or 1, "Array.__dlpack__: stream")))
             else:
                 if stream not in (None, -1):
                     raise BufferError(f"Array.__dlpack__: stream {stream!r} on the host device, "
                                       "which has no streams for a consumer: pass None")
                 if self.nbytes:
                     _check(_lib.sp_memory_synchronize(self._ptr))
-            versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
+            versioned = max_version is not None and max_version[0] >= _dlpack.VERSION[0]
             self._life.enter("Array.__dlpack__", self)  # left by the consumer's deleter
             try:
                 return _dlpack.export(self._ptr, where[0], where[1], self.typecode, self.size,
@@ -1091,21 +1138,27 @@ class Array:
         typecode. ``device``: the streampool device the memory is on (on CUDA, default
         ``Device.cuda(ordinal)``; host memory needs ``Device.host(...)``). The producer orders
         ``stream`` (default: this thread's) after its writes. Freeing the Array waits (on the
-        host) for streampool's work on the memory, then gives it back to the producer."""
-        if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
+        host) for streampool's work on the memory, then gives it back to the producer.
+
+        The producer is not trusted: a malformed ``__dlpack_device__`` answer or capsule, or an
+        exception raised by either method (its ``__cause__``), is InvalidArgument naming it
+        (InvalidType for a wrong type), and nothing is taken."""
+        what = f"Array.from_dlpack: {type(obj).__name__}"
+        try:
+            protocol = hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+        except Exception as e:  # a property that raises something other than AttributeError
+            raise _invalid(f"{what}.__dlpack__: looking it up raised {_raised(e)}") from e
+        if not protocol:
             raise _wrong_type(f"Array.from_dlpack: a {type(obj).__name__} has no __dlpack__")
-        kind, ordinal = obj.__dlpack_device__()
+        kind, ordinal = _dlpack_device_of(obj, what)
         if kind == _dlpack.CUDA:
             if device is None:
                 device = _import_device(ordinal)
             wanted = ("cuda", ordinal)
-        elif kind == _dlpack.CPU:
+        else:
             if device is None:
                 raise _invalid("Array.from_dlpack: host memory: pass device=Device.host(...)")
             wanted = ("host", 0)
-        else:
-            raise _invalid(f"Array.from_dlpack: DLPack device type {kind} (device {ordinal}): "
-                           "streampool imports host and CUDA memory")
         _instance(device, Device, "Array.from_dlpack: device")
         with _Using("Array.from_dlpack", device):
             if (device._backend, device._ordinal if device._backend == "cuda" else 0) != wanted:
@@ -1113,8 +1166,13 @@ class Array:
                                f"{wanted[0]} device {wanted[1]}, not on {device._describe()}")
             stream = _stream_for(stream, device, "Array.from_dlpack")
             with _Using("Array.from_dlpack", stream):
-                imported = _dlpack.Imported(_take_capsule(
-                    obj, stream.native if kind == _dlpack.CUDA else None))
+                capsule = _take_capsule(obj, stream.native if kind == _dlpack.CUDA else None,
+                                        what)
+                try:
+                    imported = _dlpack.Imported(capsule, (kind, ordinal))
+                except _dlpack.Malformed as e:  # not taken: the capsule is still the producer's
+                    raise (_wrong_type if e.wrong_type else _invalid)(
+                        f"{what}.__dlpack__() returned {e}") from None
                 try:
                     return cls._over(imported, device, stream)
                 except BaseException:
@@ -1133,11 +1191,19 @@ class Array:
         if imported.read_only:
             raise _invalid("Array.from_dlpack: the tensor is read-only; streampool arrays are "
                            "writable")
+        nbytes = imported.size * _itemsizes[typecode]  # exact: a Python int
+        if nbytes > MAX_ALLOCATION_BYTES:
+            raise _invalid(f"Array.from_dlpack: a tensor of shape {imported.shape} and dtype "
+                           f"{dtype} is {nbytes} bytes, beyond the most any device can hold "
+                           f"({MAX_ALLOCATION_BYTES} bytes)")
+        if nbytes and imported.data + nbytes > _dlpack.ADDRESS_END:
+            raise _invalid(f"Array.from_dlpack: {nbytes} bytes at {imported.data:#x} run past "
+                           "the end of the address space")
         self = cls.__new__(cls)
         self.pool, self.device, self.typecode = None, device, typecode
         self.itemsize = _itemsizes[typecode]
         self.size = imported.size
-        self.nbytes = self.size * self.itemsize
+        self.nbytes = nbytes
         self._ptr = imported.data if self.nbytes else 0
         registered = False
         if self.nbytes:
@@ -1179,12 +1245,70 @@ def _exported(a):
     return lambda: a._life.leave()
 
 
-def _take_capsule(obj, stream):
-    """obj.__dlpack__ for our stream, asking for DLPack 1.0 where the producer knows it."""
+_INT32_MAX = (1 << 31) - 1  # DLDevice's fields are int32
+
+
+def _dl_pair(value, what, names, maximum):
+    """A pair of DLPack's (max_version, dl_device, __dlpack_device__'s answer): a tuple (or a
+    list) of two non-negative ints up to ``maximum``, returned as a tuple of ints."""
+    if not isinstance(value, (tuple, list)):
+        raise _wrong_type(f"{what} {_shown(value)}: a {type(value).__name__}, not a tuple "
+                          f"({names[0]}, {names[1]})")
+    if len(value) != 2:
+        raise _invalid(f"{what} {_shown(value)}: {len(value)} items, not a pair ({names[0]}, "
+                       f"{names[1]})")
+    out = []
+    for item, name in zip(value, names):
+        if isinstance(item, bool):
+            raise _wrong_type(f"{what} {_shown(value)}: the {name} {item!r} is a bool, not an int")
+        try:
+            v = operator.index(item)
+        except Exception:  # noqa: BLE001 - TypeError, or whatever a foreign __index__ raises
+            raise _wrong_type(f"{what} {_shown(value)}: the {name} {_shown(item)} is a "
+                              f"{type(item).__name__}, not an int") from None
+        if not 0 <= v <= maximum:
+            raise _invalid(f"{what} {_shown(value)}: the {name} {v} is outside 0 to {maximum}")
+        out.append(v)
+    return tuple(out)
+
+
+def _dlpack_device_of(obj, what):
+    """obj.__dlpack_device__(), checked: (kDLCPU, 0) or (kDLCUDA, id) as ints. A producer's
+    exception becomes the cause of an InvalidArgument; a streampool error (a freed Array's) goes
+    on as it is."""
     try:
-        return obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
-    except TypeError:  # a producer older than max_version
-        return obj.__dlpack__(stream=stream)
+        got = obj.__dlpack_device__()
+    except StreampoolError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the producer's code: any failure is reported
+        raise _invalid(f"{what}.__dlpack_device__() raised {_raised(e)}") from e
+    where = f"{what}.__dlpack_device__() returned"
+    if not isinstance(got, tuple):  # the protocol's type: a list here is a producer's bug
+        raise _wrong_type(f"{where} {_shown(got)}, a {type(got).__name__}, not a tuple "
+                          "(device type, device id)")
+    kind, ordinal = _dl_pair(got, where, ("device type", "device id"), _INT32_MAX)
+    if kind not in (_dlpack.CPU, _dlpack.CUDA):
+        raise _invalid(f"{where} {_shown(got)}: device type {_dlpack.device_name(kind)}; "
+                       f"streampool imports {_dlpack.device_name(_dlpack.CPU)} and "
+                       f"{_dlpack.device_name(_dlpack.CUDA)} memory")
+    if kind == _dlpack.CPU and ordinal != 0:
+        raise _invalid(f"{where} {_shown(got)}: host memory (kDLCPU) has device id 0, not "
+                       f"{ordinal}")
+    return kind, ordinal
+
+
+def _take_capsule(obj, stream, what):
+    """obj.__dlpack__ for our stream, asking for DLPack 1.0 where the producer knows it. The
+    producer's exception becomes the cause of an InvalidArgument, as in _dlpack_device_of."""
+    try:
+        try:
+            return obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
+        except TypeError:  # a producer older than max_version
+            return obj.__dlpack__(stream=stream)
+    except StreampoolError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the producer's code: any failure is reported
+        raise _invalid(f"{what}.__dlpack__() raised {_raised(e)}") from e
 
 
 # The CUDA array interface's typestr of each typecode: little-endian, '|' for single bytes.

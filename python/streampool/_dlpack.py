@@ -10,6 +10,10 @@ The protocol's rules that matter here: a capsule named "dltensor" holds a DLMana
 named "dltensor_versioned" a DLManagedTensorVersioned (DLPack 1.0, sent only to a consumer that
 asked with max_version >= (1, 0)); the consumer renames the capsule when it takes ownership; the
 deleter may be called from any thread.
+
+A producer is not trusted (issue 45): Imported checks the capsule and every field it reads before
+it takes ownership, and raises Malformed naming the value; the capsule then stays the producer's,
+whose destructor gives the tensor back.
 """
 
 import ctypes
@@ -19,6 +23,15 @@ from typing import Any
 # DLDeviceType
 CPU = 1
 CUDA = 2
+# dlpack.h's names of the others, for messages.
+DEVICE_NAMES = {1: "kDLCPU", 2: "kDLCUDA", 3: "kDLCUDAHost", 4: "kDLOpenCL", 7: "kDLVulkan",
+                8: "kDLMetal", 9: "kDLVPI", 10: "kDLROCM", 11: "kDLROCMHost", 12: "kDLExtDev",
+                13: "kDLCUDAManaged", 14: "kDLOneAPI", 15: "kDLWebGPU", 16: "kDLHexagon",
+                17: "kDLMAIA"}
+# The most dimensions a tensor may have here: NumPy 2's own maximum. A bound, so that a garbage
+# ndim is refused instead of read as an index into the shape array.
+MAX_NDIM = 64
+ADDRESS_END = 1 << (8 * ctypes.sizeof(ctypes.c_void_p))
 
 VERSION = (1, 0)
 FLAG_READ_ONLY = 1
@@ -69,6 +82,20 @@ for _code in "bBhHiIqQfd":  # 'l'/'L' alias 'q'/'Q' or 'i'/'I'; imports get the 
 _KIND_NAMES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 
 
+class Malformed(Exception):
+    """What a producer returned is not a well-formed DLPack capsule; the message names the value.
+    ``wrong_type``: it is not a capsule at all."""
+
+    def __init__(self, message, wrong_type=False):
+        super().__init__(message)
+        self.wrong_type = wrong_type
+
+
+def device_name(device_type):
+    name = DEVICE_NAMES.get(device_type)
+    return f"{device_type} ({name})" if name else str(device_type)
+
+
 def dtype_of(typecode):
     code, bits = _CODES[typecode]
     return DataType(code, bits, 1)
@@ -95,6 +122,7 @@ _capsule_is_valid = _api("PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ct
 _capsule_get_pointer = _api("PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object,
                             ctypes.c_char_p)
 _capsule_set_name = _api("PyCapsule_SetName", ctypes.c_int, ctypes.py_object, ctypes.c_char_p)
+_capsule_get_name = _api("PyCapsule_GetName", ctypes.c_char_p, ctypes.py_object)
 # The destructor gets the dying capsule: as a plain address, never as a py_object (which would
 # take a new reference to an object being deallocated).
 _raw_is_valid = _api("PyCapsule_IsValid", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)
@@ -143,34 +171,65 @@ def export(data, device_type, device_id, typecode, n, versioned, on_delete):
                         ctypes.cast(_destructor, ctypes.c_void_p))
 
 
+# PyCapsule's type (types.CapsuleType from Python 3.13 on): that of a capsule made here once.
+_capsule_target = ctypes.c_char()
+CAPSULE = type(_capsule_new(ctypes.addressof(_capsule_target), b"streampool.capsule_type", None))
+
+
 class Imported:
     """A producer's tensor, taken from its capsule: data address (with byte_offset), device, dtype,
-    element count, whether it is compact row-major, read-only, and how to give it back."""
+    element count, whether it is compact row-major, read-only, and how to give it back.
 
-    def __init__(self, capsule):
+    ``device`` is what the producer's __dlpack_device__ said, (device type, device id): the tensor
+    must be there. Everything read is checked before the capsule is renamed (taken); a Malformed
+    leaves it the producer's."""
+
+    def __init__(self, capsule, device):
+        if type(capsule) is not CAPSULE:
+            raise Malformed(f"a {type(capsule).__name__}, not a DLPack capsule", wrong_type=True)
         if _capsule_is_valid(capsule, NAME_VERSIONED):
             self.managed = _capsule_get_pointer(capsule, NAME_VERSIONED)
             m = ManagedTensorVersioned.from_address(self.managed)
             if m.version.major != VERSION[0]:
-                raise BufferError(f"DLPack version {m.version.major}.{m.version.minor} is not "
-                                  f"{VERSION[0]}.x")
+                raise Malformed(f"a DLPack {m.version.major}.{m.version.minor} tensor; streampool "
+                                f"reads {VERSION[0]}.x")
             used, self.read_only = USED_VERSIONED, bool(m.flags & FLAG_READ_ONLY)
         elif _capsule_is_valid(capsule, NAME):
             self.managed = _capsule_get_pointer(capsule, NAME)
             m = ManagedTensor.from_address(self.managed)
             used, self.read_only = USED, False
         else:
-            raise BufferError("not a DLPack capsule (a used one, or another kind)")
+            name = _capsule_get_name(capsule)
+            name = "no name" if name is None else repr(name.decode("utf-8", "replace"))
+            raise Malformed(f"a capsule of {name} (or of a NULL pointer), not a DLPack capsule "
+                            f"'{NAME.decode()}' or '{NAME_VERSIONED.decode()}' (a consumed one is "
+                            "named 'used_...')")
         t = m.dl_tensor
-        self.deleter = ctypes.cast(m.deleter, ctypes.c_void_p).value
-        self.data = (t.data or 0) + t.byte_offset
         self.device = (t.device.device_type, t.device.device_id)
-        self.dtype = t.dtype
-        shape = [t.shape[i] for i in range(t.ndim)]
-        self.shape = tuple(shape)
+        if self.device != tuple(device):
+            raise Malformed(f"a tensor on device {self.device}, but __dlpack_device__() said "
+                            f"{tuple(device)}")
+        if not 0 <= t.ndim <= MAX_NDIM:
+            raise Malformed(f"a tensor of ndim {t.ndim} (0 to {MAX_NDIM})")
+        if t.ndim and not t.shape:
+            raise Malformed(f"a tensor of ndim {t.ndim} with a NULL shape")
+        shape = tuple(t.shape[i] for i in range(t.ndim))
+        if any(s < 0 for s in shape):
+            raise Malformed(f"a tensor of shape {shape}")
+        self.shape = shape
         self.size = 1
         for s in shape:
             self.size *= s
+        base = t.data or 0
+        if self.size and not base:
+            raise Malformed(f"a tensor of shape {shape} at NULL")
+        # Where a wrapped sum would point: ctypes passes an address mod 2**64 without a word.
+        if base + t.byte_offset >= ADDRESS_END:
+            raise Malformed(f"a tensor at {base:#x} with byte_offset {t.byte_offset}, past the "
+                            "end of the address space")
+        self.data = base + t.byte_offset
+        self.dtype = t.dtype
+        self.deleter = ctypes.cast(m.deleter, ctypes.c_void_p).value
         self.compact = True
         if t.strides:
             expected = 1

@@ -25,7 +25,8 @@ import ctypes
 import threading
 from typing import Any
 
-from . import Device, Pool, Stream, _capi, _check, _lib, _report, release_native_stream
+from . import (Device, Pool, Stream, _capi, _check, _integer, _lib, _report, _shown, _wrong_type,
+               release_native_stream)
 
 __all__ = ["enable", "disable", "enabled", "pool", "release_stream", "hook_streams"]
 
@@ -69,7 +70,8 @@ def enabled() -> bool:
 
 def pool(ordinal: int = 0) -> Pool:
     """The streampool pool behind CuPy on CUDA device ``ordinal`` (statistics(), trim())."""
-    return _device(ordinal)[1]
+    # Checked here: the ordinal is a key of _devices before Device.cuda sees it.
+    return _device(_integer(ordinal, "streampool.cupy.pool: ordinal", (1 << 31) - 1))[1]
 
 
 def hook_streams() -> None:
@@ -84,6 +86,10 @@ def hook_streams() -> None:
 def release_stream(stream: Any) -> None:
     """Releases streampool's hold on the CuPy stream ``stream`` before it is destroyed by hand;
     the finalizer hook does this for streams CuPy destroys itself. Idempotent."""
+    ptr = getattr(stream, "ptr", None)
+    if isinstance(ptr, bool) or not isinstance(ptr, int) or not hasattr(stream, "__dict__"):
+        raise _wrong_type(f"streampool.cupy.release_stream: {_shown(stream)} is not a CuPy stream "
+                          "(an object with an int ptr)")
     wrappers = stream.__dict__.pop("_streampool", None) or {}
     for w in wrappers.values():
         # A last marker on the stream, no wait for its work; but a free on another thread that

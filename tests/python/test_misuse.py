@@ -314,5 +314,95 @@ class Values(unittest.TestCase):
             a.fill(1.0, stream=sp.Stream(sp.Device.host()))  # another device's stream
 
 
+
+class Issue45Boundaries(unittest.TestCase):
+    """Issue 45 (a hostile read of the binding): what still raised a raw Python exception from
+    the binding's internals, or did the wrong thing quietly."""
+
+    def setUp(self):
+        self.device = sp.Device.host()
+        self.pool = sp.Pool(self.device)
+
+    def test_a_released_memoryview(self):
+        # memoryview() of a released view raised a raw ValueError ("operation forbidden").
+        mv = memoryview(bytearray(16))
+        mv.release()
+        a = sp.Array(4, "f", pool=self.pool)
+        for call in (lambda: sp.Array.from_buffer(mv, pool=self.pool), lambda: a.upload(mv),
+                     lambda: a.download(out=mv)):
+            with self.assertRaises(sp.InvalidArgument) as cm:
+                call()
+            self.assertIn("released", str(cm.exception))
+
+    def test_text_that_is_not_utf8(self):
+        # A lone surrogate raised a raw UnicodeEncodeError (a ValueError, not the package's).
+        with self.assertRaises(sp.InvalidArgument) as cm:
+            self.pool.record_phase("step \ud800")
+        self.assertIn("\\ud800", str(cm.exception))
+        for call in (self.pool.start_recording, self.pool.recording):
+            with self.subTest(call=call.__name__), self.assertRaises(sp.InvalidArgument) as cm:
+                call("trace-\ud800.txt")
+            self.assertIn("\\ud800", str(cm.exception))
+        self.assertEqual(self.pool.stop_recording(), 0)  # nothing was started
+
+    def test_reclaim_hook_ids_are_checked_as_pairs(self):
+        # An id of the wrong type reached ctypes (ctypes.ArgumentError); one made of two hooks'
+        # halves removed hook B in C and hook A's callable in Python, disabling both.
+        calls = []
+        a = self.pool.add_reclaim_hook(lambda n: calls.append("a"))
+        b = self.pool.add_reclaim_hook(lambda n: calls.append("b"))
+        for bad, kind in ((("x", a[1]), sp.InvalidType), ((1.0, a[1]), sp.InvalidType),
+                          ((-1, a[1]), sp.InvalidArgument), ((1 << 64, a[1]), sp.InvalidArgument),
+                          ((b[0], a[1]), sp.InvalidArgument), ((a[0], b[1]), sp.InvalidArgument)):
+            with self.subTest(bad=bad), self.assertRaises(kind) as cm:
+                self.pool.remove_reclaim_hook(bad)
+            self.assertIn(repr(bad), str(cm.exception))
+        # Both hooks are still there: each runs when an allocation would fail, and each is
+        # removed by its own id.
+        self.pool.memory_limit = 1
+        with self.assertRaises(sp.OutOfDeviceMemory):
+            sp.Array(1 << 20, "B", pool=self.pool)
+        self.assertEqual(sorted(set(calls)), ["a", "b"])
+        self.pool.remove_reclaim_hook(a)
+        self.pool.remove_reclaim_hook(b)
+        with self.assertRaises(sp.InvalidArgument):
+            self.pool.remove_reclaim_hook(a)
+
+    def test_a_real_number_that_does_not_convert(self):
+        class Broken(float):
+            def __float__(self):
+                raise ValueError("no float")
+        a = sp.Array(4, "d", pool=self.pool)
+        with self.assertRaises(sp.InvalidArgument) as cm:
+            a.fill(Broken(1.0))
+        self.assertIsInstance(cm.exception.__cause__, ValueError)
+
+    def test_a_stream_of_another_device_in_deallocate_and_record_use(self):
+        # allocate() refused it in the binding; deallocate() and record_use() left it to the C
+        # layer (issue 45 item 2: the C++ API took it). Refused here before any C call.
+        other = sp.Stream(sp.Device.host())
+        ptr = self.pool.allocate(64)
+        for call in (lambda: self.pool.deallocate(ptr, stream=other),
+                     lambda: self.pool.record_use(ptr, other)):
+            with self.assertRaises(sp.InvalidArgument) as cm:
+                call()
+            self.assertRegex(str(cm.exception), r"^Pool\.(deallocate|record_use): Stream")
+        self.pool.deallocate(ptr)  # still allocated: the refusals changed nothing
+        self.assertEqual(self.pool.statistics()["live_bytes"], 0)
+
+    def test_cupy_helpers_check_their_arguments(self):
+        # Without CuPy: pool([0]) raised "unhashable type: 'list'", release_stream(5) an
+        # AttributeError.
+        import streampool.cupy as spc
+        for bad, kind in (([0], sp.InvalidType), ("0", sp.InvalidType), (True, sp.InvalidType),
+                          (-1, sp.InvalidArgument), (1 << 40, sp.InvalidArgument)):
+            with self.subTest(bad=bad), self.assertRaises(kind) as cm:
+                spc.pool(bad)
+            self.assertIn("streampool.cupy.pool", str(cm.exception))
+        for bad in (5, None, "stream", object()):
+            with self.subTest(bad=bad), self.assertRaises(sp.InvalidType) as cm:
+                spc.release_stream(bad)
+            self.assertIn("not a CuPy stream", str(cm.exception))
+
 if __name__ == "__main__":
     unittest.main()
