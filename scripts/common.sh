@@ -44,7 +44,7 @@ ensure_packages() {
 # consumer test, and headless Chromium, PIL and a font for the memory picture's render test
 # (tests/report/check_page_renders.py).
 SP_BASE_PACKAGES=(g++ cmake ninja-build libgtest-dev libbenchmark-dev python3 python3-pytest
-                  python3-numpy python3-jsonschema pkg-config chromium python3-pil
+                  python3-numpy python3-jsonschema python3-hypothesis pkg-config chromium python3-pil
                   fonts-dejavu-core)
 # Debian's Python, for which python3-pytest and python3-venv are installed (PATH may put another
 # python3 first). The tests' CMake configure and the python stage of run-tests.sh use it.
