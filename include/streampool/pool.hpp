@@ -273,8 +273,10 @@ class STREAMPOOL_EXPORT pool {
   std::shared_ptr<detail::pool_state> state_;
 };
 
-/// Parses a memory limit: "123", "64M", "2G", "1.5G", "80%" (of `device_total`). Throws
-/// logic_error naming the text for anything else.
+/// Parses a memory limit: "123", "64M", "2G", "1.5G", "80%" (of `device_total`); "0" is "no
+/// limit". Throws logic_error naming the text for anything else, and for a limit that would not
+/// be itself: past what size_t holds (2^64 bytes and up), or below one byte but not 0 ("0.5",
+/// "0.00001%"), which would otherwise have meant "no limit".
 [[nodiscard]] STREAMPOOL_EXPORT std::size_t parse_memory_limit(const char* text,
                                                                std::size_t device_total);
 

@@ -35,9 +35,9 @@ struct alignas(64) live_cell {
   static constexpr std::int64_t flush_bytes = std::int64_t{16} << 20;
 
   std::atomic<std::int64_t> delta{0};
-  // The step of the last large change (pool_state::count_live): at least flush_bytes. Written by
-  // the cell's thread only.
-  std::int64_t bound = flush_bytes;
+  // The step of the last change (pool_state::count_live): at least flush_bytes. Written by the
+  // cell's thread only; atomic because validate() reads it from another.
+  std::atomic<std::int64_t> bound{flush_bytes};
   // Set by the thread's exit (after its delta was folded into the pool): the registry may drop
   // the cell once no stream cache holds it.
   std::atomic<bool> folded{false};

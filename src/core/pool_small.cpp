@@ -86,7 +86,7 @@ void pool_state::count_live(live_cell* cell, std::int64_t bytes, std::int64_t st
   }
   // The cell is the calling thread's: a plain load and store (live_cell.hpp).
   const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + bytes;
-  cell->bound = step;
+  cell->bound.store(step, std::memory_order_relaxed);
   if (d >= step || d <= -step) {
     cell->delta.store(0, std::memory_order_relaxed);
     add_live(d);
