@@ -186,6 +186,10 @@ class biased_lock {
 
   /// Whether the lock is biased to a thread, or will be to its first locker (tests, statistics).
   [[nodiscard]] bool biased() const noexcept { return owner_.load(std::memory_order_relaxed) != 0; }
+  /// Whether the lock is biased to the calling thread (its owner's fast path is the caller's).
+  [[nodiscard]] bool biased_to_caller() const noexcept {
+    return owner_.load(std::memory_order_relaxed) == thread_tag();
+  }
   /// Acquisitions that had to wait for another holder.
   [[nodiscard]] std::uint64_t contended() const noexcept {
     return slow_.contended() + owner_waits_.load(std::memory_order_relaxed);

@@ -156,7 +156,7 @@ void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& s
     start = b->start;
     taken = b->size;
   }
-  count_large_here(static_cast<std::int64_t>(taken));
+  count_large_here(static_cast<std::int64_t>(taken), &cache);
   return to_ptr(start);
 }
 
@@ -242,7 +242,7 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
     start = sh.arena.take(pick, pick->start, size, cache.timeline_id())->start;
     count_large_out(sh, /*fresh=*/false, wait);
   }
-  return hand_out_large(s, start, size, waits);
+  return hand_out_large(s, cache, start, size, waits);
 }
 
 bool pool_state::within_reach(const large_shard& own, const large_shard& other,
@@ -268,10 +268,10 @@ void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexce
   ++sh.allocations;
 }
 
-void* pool_state::hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
-                                 const token_set& waits) {
+void* pool_state::hand_out_large(stream_ref s, const stream_cache& cache, std::uintptr_t start,
+                                 std::size_t bytes, const token_set& waits) {
   (void)order_after(s, waits);
-  count_large_here(static_cast<std::int64_t>(bytes));
+  count_large_here(static_cast<std::int64_t>(bytes), &cache);
   return to_ptr(start);
 }
 
@@ -327,7 +327,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     }
     ++sh.deallocations;
   }
-  count_large_here(-static_cast<std::int64_t>(size));
+  count_large_here(-static_cast<std::int64_t>(size), cache);
   // A marker now and then on the freeing stream for what went into the arena: without one, the
   // free point is never known complete (markers are lazy), so other streams would have to wait
   // for this block and the remapping could never use it. Two relaxed counters when no marker is

@@ -448,7 +448,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       }
       count_large_out(*target, fresh_memory, !all_ready_for(waits, me));
     }
-    return hand_out_large(s, window, size, waits);
+    return hand_out_large(s, cache, window, size, waits);
   }
 }
 

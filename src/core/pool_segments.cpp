@@ -51,7 +51,7 @@ void* pool_state::grow_segment(stream_ref s, stream_cache& cache, std::size_t si
     large_ranges_.emplace(base, std::move(owned));
     unpublished_ -= bytes;  // registered now (grow())
   }
-  return hand_out_large(s, to_addr(base), size, {});
+  return hand_out_large(s, cache, to_addr(base), size, {});
 }
 
 void pool_state::give_back_free_segments() {

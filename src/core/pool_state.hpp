@@ -260,12 +260,15 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept;
   /// count_live on the calling thread's cell: a small block's change (allocated > 0, freed < 0).
   void count_small_here(std::int64_t bytes) noexcept;
-  /// The same for a large block (its step is at least twice its size).
-  void count_large_here(std::int64_t bytes) noexcept;
+  /// The same for a large block (its step is at least twice its size); `c`: the stream's cache,
+  /// whose owner cell is the caller's when it is biased to it (else, or null, a lookup).
+  void count_large_here(std::int64_t bytes, const stream_cache* c) noexcept;
   /// Adds `delta` to the counter, and raises the peak to it (an allocation).
   void add_live(std::int64_t delta) noexcept;
   /// add_live(delta), then p: the fast path's tail call when a cell flushes.
   [[gnu::noinline]] void* add_live_then(std::int64_t delta, void* p) noexcept;
+  /// note_peak(pending), then p: the fast path's tail call at a new peak.
+  [[gnu::noinline]] void* note_peak_then(std::int64_t pending, void* p) noexcept;
   /// Raises the peak to the counter plus `pending` (the calling thread's cell): never above the
   /// bytes reserved, which every live byte lies in (another thread's negative delta, not yet
   /// added, would otherwise lift it there).
@@ -306,8 +309,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Counts the block of `sh` just taken live (under sh.mu).
   static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
   /// Orders s after `waits` and counts `bytes` live on the calling thread's cell (no lock held).
-  void* hand_out_large(stream_ref s, std::uintptr_t start, std::size_t bytes,
-                       const token_set& waits);
+  void* hand_out_large(stream_ref s, const stream_cache& cache, std::uintptr_t start,
+                       std::size_t bytes, const token_set& waits);
   void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
   void record_use_large(large_range& r, void* p, const token& use);
   /// Records a marker behind the last use of every free large block not known complete, where no

@@ -48,7 +48,8 @@ void pool_state::validate() const {
     std::lock_guard lock(cells_mu_);
     for (const auto& c : cells_) {
       const std::int64_t d = c->delta.load(std::memory_order_relaxed);
-      const std::int64_t step = std::max(live_cell::flush_bytes, c->bound.load(std::memory_order_relaxed));
+      const std::int64_t step =
+          std::max(live_cell::flush_bytes, c->bound.load(std::memory_order_relaxed));
       if (d >= step || d <= -step) {
         broken(id_, format("live delta %lld of a thread's cell is not below its step %lld",
                            static_cast<long long>(d), static_cast<long long>(step)));

@@ -87,6 +87,10 @@ class alignas(64) stream_cache {
   /// The live cell of the thread the cache is biased to: only that thread may count on it, which
   /// a successful pop_biased() or push_biased() proves the caller is.
   [[nodiscard]] live_cell& owner_cell() const noexcept { return *owner_cell_; }
+  /// The calling thread's cell when the cache is biased to it (owner_cell()), else null.
+  [[nodiscard]] live_cell* cell_if_owner() const noexcept {
+    return mu_.biased_to_caller() ? owner_cell_.get() : nullptr;
+  }
 
   // ---- the fast path (each takes mu_: biased to this stream's thread, no atomic read-modify-
   // write there) ----
