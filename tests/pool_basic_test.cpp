@@ -271,11 +271,14 @@ TEST(PoolBasic, AnIdleStreamsCacheGoesToTheStreamsThatGrow) {
 // and the rest to the shared list, where its next misses find them. The other stream keeps the
 // newer half.
 TEST(PoolBasic, AStealTakesTheOlderHalfOfTheBinInOneVisit) {
-  // With 64 KiB upstream granularity, a slab of this class is its own 2 MiB allocation: 8 chunks.
+  // With 64 KiB upstream granularity, a full slab of this class is its own 2 MiB allocation: 8
+  // chunks. The class's first three slabs (1, 2 and 4 chunks) are held live on w.
   sp::device d(sp::make_host_backend({.checking = true, .granularity = 64u << 10}));
   sp::pool p(d, {.share_between_streams = true});
-  sp::stream a(d), b(d);
+  sp::stream a(d), b(d), w(d);
   constexpr std::size_t chunk = 256 << 10;
+  std::vector<void*> ramp;
+  for (int i = 0; i < 7; ++i) ramp.push_back(p.allocate(w, chunk));
   std::vector<void*> freed;
   for (int i = 0; i < 8; ++i) freed.push_back(p.allocate(b, chunk));  // the slab, all carved
   for (void* q : freed) p.deallocate(b, q);
@@ -299,6 +302,7 @@ TEST(PoolBasic, AStealTakesTheOlderHalfOfTheBinInOneVisit) {
   take(1, 2);  // the next steal: half of the 4
   EXPECT_EQ(p.statistics().reserved_bytes, reserved);
   for (void* q : on_a) p.deallocate(a, q);
+  for (void* q : ramp) p.deallocate(w, q);
   EXPECT_EQ(sp::host_violations(d.get_backend()), std::vector<std::string>{});
 }
 

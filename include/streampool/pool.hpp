@@ -56,8 +56,9 @@ struct pool_options {
   /// (bytes, with optional K/M/G suffix, or a percentage of the device like "80%"), else none.
   std::size_t memory_limit = 0;
   /// Requests up to this size are sub-allocated from slabs by size class; larger ones are large
-  /// blocks. A slab holds at least eight chunks of its class (and 2 MiB): above 256 KiB, a
-  /// partly used slab strands megabytes, where a large block wastes at most its rounding.
+  /// blocks. A busy class's slabs of their own hold eight chunks of it (and 2 MiB; a class's
+  /// first slabs are smaller, docs/design.md): above 256 KiB, a partly used slab strands
+  /// megabytes, where a large block wastes at most its rounding.
   std::size_t small_max = std::size_t{256} << 10;
   /// A stream cache keeps at most this many bytes per size class, and four times this many in
   /// all, before spilling to the shared lists (so one stream cannot hoard memory another stream

@@ -20,8 +20,6 @@ namespace {
 
 constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device's memory
 
-constexpr std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
-
 /// A chunk's state byte turns free; returns what it was (already free: a double free).
 [[gnu::always_inline]] inline std::uint8_t free_state(std::atomic<std::uint8_t>& state) noexcept {
   // A double free fails before anything else changes. A load and a store, not an exchange (a
@@ -287,24 +285,22 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls, bool pending_o
 void* pool_state::new_slab_chunk(std::size_t cls) {
   const std::size_t chunk = class_size(cls);
   const growing_scope growing(growing_);
-  // A slab smaller than the granularity shares a slab page with other classes' slabs: at least
-  // four chunks and 64 KiB (a 64 KiB slab holds 256 chunks of the smallest class). One that is
-  // not is an upstream allocation of its own, of at least eight chunks and 2 MiB, so that the
-  // upstream call is amortised and a large class does not strand much in a half-used slab.
-  const std::size_t g = backend_->caps().granularity;
-  std::size_t bytes = round_up(std::max(chunk * 4, slab_pages::slot_bytes), slab_pages::slot_bytes);
-  if (!slab_pages_.shares(bytes)) bytes = round_up(std::max(chunk * 8, std::size_t{2} << 20), g);
+  // A class's first slab is the smallest that holds a chunk, and each slab made of the class
+  // doubles the next, up to the full slab (slab_pages.hpp, "ramp"): a class used by a few blocks
+  // holds little, a busy one soon has the full slab's amortisation. A slab smaller than the
+  // granularity takes slots of a page shared with other classes' slabs (slab_memory).
+  std::size_t bytes = slab_pages_.next_slab_bytes(cls, chunk);
   void* base = slab_memory(bytes);
-  // Under a memory limit the full slab may not fit even in an empty pool (eight 1 MiB chunks are
+  // Under a memory limit the slab may not fit even in an empty pool (eight 1 MiB chunks are
   // 8 MiB, over a 4 MiB limit), which failed requests the limit allows with "reserved 0 bytes".
   // A slab of just what one chunk needs beats failing.
-  std::size_t smallest = round_up(chunk, slab_pages::slot_bytes);
-  if (!slab_pages_.shares(smallest)) smallest = round_up(chunk, g);
+  const std::size_t smallest = slab_pages_.smallest_slab_bytes(chunk);
   if (base == nullptr && bytes > smallest) {
     bytes = smallest;
     base = slab_memory(bytes);
   }
   if (base == nullptr) return nullptr;
+  slab_pages_.count_slab(cls);
   slab_bytes_made_.fetch_add(bytes, std::memory_order_relaxed);
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();

@@ -14,6 +14,10 @@ std::uint64_t run_mask(std::size_t first, std::size_t n) noexcept {
   return ones << first;
 }
 
+constexpr std::size_t round_up(std::size_t n, std::size_t a) noexcept {
+  return (n + a - 1) / a * a;
+}
+
 }  // namespace
 
 slab_pages::slab_pages(std::size_t page_bytes) noexcept
@@ -21,6 +25,27 @@ slab_pages::slab_pages(std::size_t page_bytes) noexcept
       slots_per_page_(page_bytes % slot_bytes == 0 && page_bytes / slot_bytes <= max_slots
                           ? page_bytes / slot_bytes
                           : 0) {}
+
+std::size_t slab_pages::full_slab_bytes(std::size_t chunk) const noexcept {
+  const std::size_t in_page = round_up(std::max(chunk * 4, slot_bytes), slot_bytes);
+  if (shares(in_page)) return in_page;
+  return round_up(std::max(chunk * 8, std::size_t{2} << 20), page_bytes_);
+}
+
+std::size_t slab_pages::smallest_slab_bytes(std::size_t chunk) const noexcept {
+  const std::size_t in_page = round_up(chunk, slot_bytes);
+  return shares(in_page) ? in_page : round_up(chunk, page_bytes_);
+}
+
+std::size_t slab_pages::slab_bytes(std::size_t chunk, std::size_t made) const noexcept {
+  const std::size_t full = full_slab_bytes(chunk);
+  std::size_t bytes = round_up(chunk, slot_bytes);
+  for (std::size_t i = 0; i < made && bytes < full; ++i) bytes *= 2;
+  if (bytes >= full) return full;
+  // Below a full slab that is its own allocation, a step that does not fit a page is one too.
+  // full is then a multiple of the granularity, so the rounding cannot pass it.
+  return shares(bytes) ? bytes : round_up(bytes, page_bytes_);
+}
 
 void* slab_pages::take(std::size_t bytes) {
   STREAMPOOL_ASSERT(shares(bytes));
