@@ -89,12 +89,12 @@ class line_reader {
 
 }  // namespace
 
-trace read_trace(const std::string& path) {
-  line_reader in(path);
-  if (!in.ok()) throw std::runtime_error("cannot open " + path);
+namespace {
+template <class NextLine>
+trace parse_lines(const std::string& path, NextLine&& next) {
   trace t;
   std::string line;
-  while (in.next(line)) {
+  while (next(line)) {
     ++t.lines;
     if (line.empty()) continue;
     if (line[0] == '#') {
@@ -129,8 +129,26 @@ trace read_trace(const std::string& path) {
                                "'");
     }
   }
+  return t;
+}
+}  // namespace
+
+trace read_trace(const std::string& path) {
+  line_reader in(path);
+  if (!in.ok()) throw std::runtime_error("cannot open " + path);
+  trace t = parse_lines(path, [&](std::string& line) { return in.next(line); });
   if (!in.close()) throw std::runtime_error("error while reading " + path);
   return t;
+}
+
+trace parse_trace(std::string_view text, const std::string& name) {
+  return parse_lines(name, [&](std::string& line) {
+    if (text.empty()) return false;
+    const std::size_t end = std::min(text.find('\n'), text.size());
+    line.assign(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+    return true;
+  });
 }
 
 }  // namespace streampool::replay

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace streampool::replay {
@@ -37,5 +38,7 @@ struct trace {
 /// it, else `gzip -dc`).
 /// @throws std::runtime_error naming the file and line of anything it cannot parse
 trace read_trace(const std::string& path);
+/// Reads a trace from memory; `name` stands for the file in errors.
+trace parse_trace(std::string_view text, const std::string& name);
 
 }  // namespace streampool::replay
