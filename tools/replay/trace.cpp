@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "report/json.hpp"  // utf8_length (header-only)
+
 #ifdef STREAMPOOL_REPLAY_ZLIB
 #include <zlib.h>
 #endif
@@ -188,27 +190,6 @@ std::string quoted(std::string_view s) {
   return "'" + std::string(s.substr(0, 40)) + (s.size() > 40 ? "...'" : "'");
 }
 
-/// The length of the UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, nothing
-/// above U+10FFFF), 0 when there is none.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-  const auto byte = [&](std::size_t k) {
-    return k < s.size() ? static_cast<unsigned char>(s[k]) : 0U;
-  };
-  const unsigned c = byte(i);
-  const auto tail = [&](std::size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
-    return byte(k) >= lo && byte(k) <= hi;
-  };
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return tail(i + 1) ? 2 : 0;
-  if (c == 0xE0) return tail(i + 1, 0xA0) && tail(i + 2) ? 3 : 0;
-  if (c == 0xED) return tail(i + 1, 0x80, 0x9F) && tail(i + 2) ? 3 : 0;
-  if (c >= 0xE1 && c <= 0xEF) return tail(i + 1) && tail(i + 2) ? 3 : 0;
-  if (c == 0xF0) return tail(i + 1, 0x90) && tail(i + 2) && tail(i + 3) ? 4 : 0;
-  if (c >= 0xF1 && c <= 0xF3) return tail(i + 1) && tail(i + 2) && tail(i + 3) ? 4 : 0;
-  if (c == 0xF4) return tail(i + 1, 0x80, 0x8F) && tail(i + 2) && tail(i + 3) ? 4 : 0;
-  return 0;
-}
-
 /// A trace is UTF-8 text: no control character but tab (line_reader refused NUL already), no
 /// byte that is not UTF-8 (phase names reach the --html page).
 void check_text(std::string_view line) {
@@ -221,7 +202,7 @@ void check_text(std::string_view line) {
       std::snprintf(hex, sizeof hex, "0x%02x", c);
       refuse(std::string("a control character (") + hex + ") at " + column);
     }
-    const std::size_t n = utf8_length(line, i);
+    const std::size_t n = detail::json::utf8_length(line, i);
     if (n == 0) refuse("a byte that is not UTF-8 at " + column + " (a trace is UTF-8 text)");
     i += n;
   }
