@@ -204,3 +204,12 @@ TEST(TraceReader, NamesATruncatedGzipAsTruncation) {
   EXPECT_NE(why.find("gzip"), std::string::npos) << why;
   std::remove(path.c_str());
 }
+
+TEST(TraceReader, BoundsThePhases) {
+  // A phase costs 40 bytes and a marker line can be 3 ("#a\n"): their number is bounded.
+  std::string markers;
+  for (std::size_t i = 0; i <= (std::size_t{1} << 20); ++i) markers += "#a\n";
+  EXPECT_REFUSED(markers, "t.txt:1048577:", "more than 1048576 phase markers");
+  markers.resize(markers.size() - 3);
+  EXPECT_EQ(refusal(markers), "(no error)");
+}

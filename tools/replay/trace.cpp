@@ -2,8 +2,9 @@
 // reader refuses").
 //
 // The input is read in blocks and cut into lines here, so that memory is bounded whatever the
-// input: one block, one line of at most max_line bytes, and the trace itself (an event per line
-// of at least 12 bytes, and the live blocks' records). A source that fails (a gzip stream cut
+// input: one block, one line of at most max_line bytes, and the trace itself: 24 bytes an event
+// (of a line of at least 12 bytes) and a record of about 56 per live block, at most about ten
+// times the input, and at most max_phases phases. A source that fails (a gzip stream cut
 // short, corrupt data, `gzip -dc` failing) is reported as such before the line it cut is parsed.
 #include "trace.hpp"
 
@@ -44,6 +45,7 @@ class memory_source final : public source {
   explicit memory_source(std::string_view text) : text_(text) {}
   std::size_t read(char* buf, std::size_t n) override {
     n = std::min(n, text_.size());
+    if (n == 0) return 0;  // (an empty view's data() may be null, which memcpy may not get)
     std::memcpy(buf, text_.data(), n);
     text_.remove_prefix(n);
     return n;
@@ -244,6 +246,10 @@ constexpr std::array<std::pair<std::string_view, verb>, 5> verbs{{
 /// Bytes live at once stay below 2^63, so that every sum and rounding the replay makes is exact.
 constexpr std::uint64_t max_live = std::uint64_t{1} << 63;
 
+/// Phase markers kept: far more than any recording has (one a training step), few enough that a
+/// file of "#a" lines cannot cost 27 times its size.
+constexpr std::size_t max_phases = std::size_t{1} << 20;
+
 /// What a block or segment was allocated as, for its frees to be checked against.
 struct allocation {
   std::uint64_t size;
@@ -299,7 +305,11 @@ class trace_builder {
                                         name.find('=') == std::string::npos)) {
       if (name.size() > 6 && name.compare(name.size() - 6, 6, " begin") == 0)
         name.resize(name.size() - 6);
-      t_.phases.push_back({t_.events.size(), name});
+      if (t_.phases.size() == max_phases) {
+        refuse("more than " + std::to_string(max_phases) +
+               " phase markers (a phase costs 40 bytes; a marker line can be 3)");
+      }
+      t_.phases.push_back({t_.events.size(), std::move(name)});
     }
   }
 
