@@ -21,6 +21,8 @@
 
 #ifdef STREAMPOOL_REPLAY_ZLIB
 #include <zlib.h>
+#else
+#include <sys/wait.h>
 #endif
 
 namespace streampool::replay {
@@ -122,8 +124,11 @@ class gzip_source final : public source {
     const int status = pclose(pipe_);
     pipe_ = nullptr;
     if (status != 0) {
-      throw std::runtime_error("gzip stream ends early or is corrupt (gzip -dc exit status " +
-                               std::to_string(status) + ")");
+      throw std::runtime_error("gzip stream ends early or is corrupt (gzip -dc " +
+                               (WIFEXITED(status)
+                                    ? "exited with status " + std::to_string(WEXITSTATUS(status))
+                                    : std::string("failed")) +
+                               ")");
     }
     return 0;
   }
