@@ -323,8 +323,7 @@ TEST(Snapshot, WhileOtherThreadsAllocateAndFree) {
   EXPECT_EQ(sum.live_bytes, 0u);
 }
 
-// ---- the reader, strict and bounded (issue 45)
-// -----------------------------------------------------
+// ---- the reader, strict and bounded (issue 45) -------------------------------------------------
 //
 // `python -m streampool.report` on a 40 MB JSON array peaked at 3.4 GB before refusing it (the
 // reader built a tree of 100-byte nodes); an error named `live_bytes` without saying whose; invalid

@@ -107,8 +107,7 @@ void write_summary(writer& w, const snapshot_summary& s) {
   w.end_object();
 }
 
-// ---- reading
-// -------------------------------------------------------------------------------------
+// ---- reading -----------------------------------------------------------------------------------
 
 using detail::json::reader;
 
@@ -317,8 +316,7 @@ snapshot_summary read_summary(reader& in) {
   return s;
 }
 
-// ---- cross-checks
-// --------------------------------------------------------------------------------
+// ---- cross-checks ------------------------------------------------------------------------------
 
 /// What the schema and snapshot.hpp say in words, for a snapshot read from text: what draws it
 /// trusts them (a block larger than its range would be drawn almost without end). Throws naming
