@@ -2,10 +2,14 @@
 // block, the invariants written in snapshot.hpp, its JSON both ways and its errors, and snapshots
 // taken while other threads allocate and free.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -230,7 +234,9 @@ TEST(Snapshot, BadJsonNamesWhereAndWhat) {
       std::string::npos);
   std::string deep(100, '[');
   EXPECT_NE(message(deep).find("less nesting"), std::string::npos);
-  EXPECT_NE(message(R"({"a":1,"a":2})").find("not used before"), std::string::npos);
+  // A member twice (the reader refuses an unknown member, "a", before it could see a second).
+  EXPECT_NE(message(R"({"schema":"streampool.snapshot","schema":"x"})").find("appears twice"),
+            std::string::npos);
   EXPECT_NE(message("[007]").find("no leading zero"), std::string::npos);
   EXPECT_NE(message(R"(["\udc00"])").find("high surrogate"), std::string::npos);
   EXPECT_NE(message(R"(["\ud83d x"])").find("low surrogate"), std::string::npos);
@@ -315,4 +321,242 @@ TEST(Snapshot, WhileOtherThreadsAllocateAndFree) {
   for (std::thread& t : threads) t.join();
   const sp::snapshot_summary sum = sp::summarize(p.snapshot());
   EXPECT_EQ(sum.live_bytes, 0u);
+}
+
+// ---- the reader, strict and bounded (issue 45) -------------------------------------------------
+//
+// `python -m streampool.report` on a 40 MB JSON array peaked at 3.4 GB before refusing it (the
+// reader built a tree of 100-byte nodes); an error named `live_bytes` without saying whose; invalid
+// UTF-8 in a string reached the page. The reader now reads the schema's members in place, names
+// every error's JSON path, refuses what the schema does not allow and cross-checks what it says.
+
+namespace {
+
+// Every allocation of this program goes through these, so that a test can measure the most bytes
+// the reader holds at once. Blocks freed while counting but allocated before count negative; the
+// peak is measured from the count at the start.
+std::atomic<bool> counting{false};
+std::atomic<long long> held_bytes{0}, peak_held_bytes{0};
+
+void count_allocation(void* p, bool allocated) {
+  if (!counting.load(std::memory_order_relaxed) || p == nullptr) return;
+  const auto n = static_cast<long long>(malloc_usable_size(p));
+  const long long now = allocated ? held_bytes.fetch_add(n) + n : held_bytes.fetch_sub(n) - n;
+  long long peak = peak_held_bytes.load();
+  while (now > peak && !peak_held_bytes.compare_exchange_weak(peak, now)) {
+  }
+}
+
+/// The most bytes `f` held allocated at once.
+template <class F>
+std::size_t peak_allocated_by(F&& f) {
+  held_bytes = 0;
+  peak_held_bytes = 0;
+  counting = true;
+  try {
+    f();
+  } catch (...) {
+    counting = false;
+    throw;
+  }
+  counting = false;
+  return static_cast<std::size_t>(peak_held_bytes.load());
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  count_allocation(p, true);
+  return p;
+}
+void operator delete(void* p) noexcept {
+  count_allocation(p, false);
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+
+namespace {
+
+/// The reader's error for `text`, or "(no error)".
+std::string refusal(std::string_view text) {
+  try {
+    (void)sp::snapshot_from_json(text);
+  } catch (const sp::logic_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_REFUSED(text, ...)                                                             \
+  do {                                                                                        \
+    const std::string why_ = refusal(text);                                                   \
+    for (const std::string& part_ : std::initializer_list<std::string>{__VA_ARGS__})          \
+      EXPECT_NE(why_.find(part_), std::string::npos) << "'" << part_ << "' not in: " << why_; \
+  } while (0)
+
+/// `text` with the first `from` after position `after` replaced by `to`.
+std::string edited(std::string text, std::string_view from, std::string_view to,
+                   std::string_view after = {}) {
+  const std::size_t start = after.empty() ? 0 : text.find(after);
+  const std::size_t at = text.find(from, start == std::string::npos ? 0 : start);
+  if (start == std::string::npos || at == std::string::npos) {
+    ADD_FAILURE() << "'" << from << "' not in the snapshot";
+    return text;
+  }
+  return text.replace(at, from.size(), to);
+}
+
+/// A snapshot built by hand with one of everything: a slab with a live run, a cached chunk with a
+/// token and its tail, a segment with a live block (a recorded use) and a free one, a cache.
+sp::pool_snapshot sample_snapshot() {
+  sp::pool_snapshot s;
+  s.pool_id = 7;
+  s.device_id = 1;
+  s.backend = "host";
+  s.granularity = 65536;
+  s.statistics.live_bytes = 512 + MiB;
+  sp::snapshot_range slab;
+  slab.base = 0x10000;
+  slab.bytes = 1000;
+  slab.reserved_bytes = 1000;
+  slab.kind = sp::range_kind::slab;
+  slab.chunk_bytes = 256;
+  slab.blocks = {
+      {0, 512, 2, sp::block_status::live, sp::block_place::none, 0, {}},
+      {512, 256, 1, sp::block_status::free, sp::block_place::stream_cache, 3, {{3, 7, false}}},
+      {768, 232, 0, sp::block_status::free, sp::block_place::never_used, 0, {}}};
+  sp::snapshot_range segment;
+  segment.base = 0x100000;
+  segment.bytes = 2 * MiB;
+  segment.reserved_bytes = 2 * MiB;
+  segment.kind = sp::range_kind::segment;
+  segment.shard = 1;
+  segment.blocks = {
+      {0, MiB, 1, sp::block_status::live, sp::block_place::none, 3, {{4, 9, true}}},
+      {MiB, MiB, 1, sp::block_status::free, sp::block_place::large_free, 0, {{3, 8, false}}}};
+  s.ranges = {slab, segment};
+  s.caches = {{3, 1, false, 256, {{256, 1}}}};
+  return s;
+}
+
+}  // namespace
+
+TEST(SnapshotReader, MemoryIsASmallMultipleOfTheInput) {
+  // A JSON array of 2,000,000 zeros (4 MB): refused as not a snapshot, holding next to nothing.
+  std::string zeros = "[0";
+  for (int i = 1; i < 2'000'000; ++i) zeros += ",0";
+  zeros += "]";
+  std::string why;
+  const std::size_t for_zeros = peak_allocated_by([&] { why = refusal(zeros); });
+  EXPECT_NE(why.find("expected an object, found an array"), std::string::npos) << why;
+  EXPECT_LT(for_zeros, std::size_t{64} << 10) << "bytes held to refuse " << zeros.size();
+
+  // A valid snapshot of 40,000 blocks (about 4 MB): what is read is what the snapshot holds, at
+  // most three times the text (a block is 64 bytes in memory and about 90 as text; its vector may
+  // double).
+  sp::pool_snapshot big;
+  big.backend = "host";
+  sp::snapshot_range r;
+  r.base = 0x200000;
+  r.kind = sp::range_kind::segment;
+  for (std::size_t i = 0; i < 40'000; ++i) {
+    const bool live = i % 2 == 0;
+    r.blocks.push_back({r.bytes, 4096, 1, live ? sp::block_status::live : sp::block_status::free,
+                        live ? sp::block_place::none : sp::block_place::large_free, 0,
+                        live ? std::vector<sp::snapshot_token>{}
+                             : std::vector<sp::snapshot_token>{{1, i, i % 4 == 1}}});
+    r.bytes += 4096;
+  }
+  r.reserved_bytes = r.bytes;
+  big.ranges.push_back(std::move(r));
+  const std::string text = sp::to_json(big);
+  sp::pool_snapshot back;
+  const std::size_t for_big = peak_allocated_by([&] { back = sp::snapshot_from_json(text); });
+  EXPECT_EQ(back.ranges.at(0).blocks.size(), 40'000u);
+  EXPECT_LE(for_big, 3 * text.size()) << "bytes held to read " << text.size();
+  // (The snapshot read holds 40,000 blocks of 64 bytes: the count sees the reader's allocations.)
+  EXPECT_GE(for_big, 40'000u * sizeof(sp::snapshot_block));
+}
+
+TEST(SnapshotReader, ErrorsNameTheJsonPath) {
+  const std::string good = sp::to_json(sample_snapshot());
+  ASSERT_EQ(sp::to_json(sp::snapshot_from_json(good)), good);
+  // Three members are called live_bytes: each error says which.
+  EXPECT_REFUSED(edited(good, "\"live_bytes\":1049088", "\"live_bytes\":\"1049088\""),
+                 "statistics.live_bytes: expected an unsigned integer, found a string");
+  EXPECT_REFUSED(edited(good, "\"live_bytes\":1049088", "\"live_bytes\":1049089", "\"summary\""),
+                 "summary.live_bytes: 1049089, but the ranges give 1049088");
+  EXPECT_REFUSED(edited(good, "\"live_bytes\":512,", "\"live_bytes\":-512,", "\"classes\""),
+                 "summary.classes[0].live_bytes: expected an unsigned integer, found a negative");
+  EXPECT_REFUSED(edited(good, "\"size\":256", "\"size\":true"),
+                 "ranges[0].blocks[1].size: expected an unsigned integer, found a boolean");
+  EXPECT_REFUSED(edited(good, "\"complete\":true", "\"complete\":1"),
+                 "ranges[1].blocks[0].tokens[0].complete: expected a boolean, found a number");
+  EXPECT_REFUSED(edited(good, "\"chunks\":1}]", "\"chunks\":1,\"colour\":\"red\"}]"),
+                 "caches[0].bins[0].colour: unknown member");
+  EXPECT_REFUSED(edited(good, "\"other\":0", "\"other\":0,\"more\":0"),
+                 "statistics.contention.more: unknown member");
+  EXPECT_REFUSED(edited(good, "\"point\":9,", ""),
+                 "ranges[1].blocks[0].tokens[0]: member \"point\" is missing");
+}
+
+TEST(SnapshotReader, RefusesInvalidUtf8WithItsOffset) {
+  const std::string good = sp::to_json(sample_snapshot());
+  const std::size_t at = good.find("\"host\"") + 1;
+  for (const char* bad : {"\xff", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82"}) {
+    const std::string text = edited(good, "\"host\"", std::string("\"") + bad + "host\"");
+    EXPECT_REFUSED(text, "at byte " + std::to_string(at), "UTF-8");
+  }
+  EXPECT_REFUSED(edited(good, "\"host\"", "\"ho\\u0000st\""), "backend", "NUL");
+  // Valid UTF-8 of every length reads back.
+  const std::string text = edited(good, "\"host\"", "\"h\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"");
+  EXPECT_EQ(sp::snapshot_from_json(text).backend, "h\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+}
+
+TEST(SnapshotReader, TheWriterNeverWritesInvalidUtf8) {
+  // A backend's name is the backend's: each byte that is not part of UTF-8 is written as U+FFFD,
+  // so that what to_json writes always reads back.
+  sp::pool_snapshot s = sample_snapshot();
+  s.backend = std::string("ho\xffst\xe2\x82", 7);
+  const std::string text = sp::to_json(s);
+  EXPECT_EQ(sp::snapshot_from_json(text).backend, "ho\xef\xbf\xbdst\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+TEST(SnapshotReader, RefusesWhatTheSchemaDoesNot) {
+  const std::string good = sp::to_json(sample_snapshot());
+  // Members: none unknown, none twice, none missing (the schema requires each, summary included).
+  EXPECT_REFUSED(edited(good, "{", "{\"extra\":1,"), "extra: unknown member");
+  EXPECT_REFUSED(edited(good, "\"pool_id\":7", "\"pool_id\":7,\"pool_id\":8"),
+                 "pool_id: appears twice");
+  EXPECT_REFUSED(good.substr(0, good.find(",\"summary\"")) + "}", "member \"summary\" is missing");
+  // Numbers: unsigned integers that fit 64 bits, nothing else.
+  EXPECT_REFUSED(edited(good, "\"pool_id\":7", "\"pool_id\":18446744073709551616"),
+                 "pool_id: expected an unsigned integer, found a number above 2^64-1");
+  EXPECT_REFUSED(edited(good, "\"pool_id\":7", "\"pool_id\":7.0"),
+                 "pool_id: expected an unsigned integer, found a number with a fraction");
+  EXPECT_REFUSED(edited(good, "\"pool_id\":7", "\"pool_id\":-0"), "pool_id", "negative");
+  // Truncation is named as truncation.
+  EXPECT_REFUSED(good.substr(0, good.size() / 2), "ends early");
+  EXPECT_REFUSED("", "at byte 0", "ends early");
+  // Cross-checks the schema states in words.
+  EXPECT_REFUSED(edited(good, "\"chunk_bytes\":0", "\"chunk_bytes\":4096", "\"segment\""),
+                 "ranges[1]", "chunk_bytes");
+  EXPECT_REFUSED(edited(good, "\"reserved_bytes\":1000", "\"reserved_bytes\":1001"), "ranges[0]",
+                 "reserved_bytes above its bytes");
+  EXPECT_REFUSED(edited(good, "\"place\":\"none\"", "\"place\":\"shared_list\""),
+                 "ranges[0].blocks[0]", "place");
+  EXPECT_REFUSED(edited(good, "\"place\":\"large_free\"", "\"place\":\"none\""),
+                 "ranges[1].blocks[1]", "place");
+  EXPECT_REFUSED(edited(good, "\"chunks\":1,", "\"chunks\":2,", "\"segment\""),
+                 "ranges[1].blocks[0]", "chunks");
+  EXPECT_REFUSED(edited(good, "\"bytes\":256,\"bins\"", "\"bytes\":512,\"bins\""), "caches[0]",
+                 "bytes");
+  EXPECT_REFUSED(edited(good, "\"chunks\":1}]", "\"chunks\":0}]", "\"bins\""),
+                 "caches[0].bins[0].chunks", "at least 1");
+  EXPECT_REFUSED(edited(good, "\"vm_granularity\":0", "\"vm_granularity\":8388608"),
+                 "vm_granularity", "virtual_memory");
+  EXPECT_REFUSED(edited(good, "\"largest_free_block\":1048576", "\"largest_free_block\":1"),
+                 "summary.largest_free_block: 1, but the ranges give 1048576");
 }

@@ -147,9 +147,10 @@ struct pool_snapshot {
 /// with summarize()'s result under "summary". Numbers are exact (64-bit integers in decimal).
 [[nodiscard]] STREAMPOOL_EXPORT std::string to_json(const pool_snapshot& s);
 
-/// Reads what to_json wrote (the summary is recomputed, not read). Throws logic_error naming the
-/// byte offset and what was expected, for text that is not such JSON or has another
-/// schema_version.
+/// Reads what to_json wrote, strictly (docs/memory-picture.md, "Snapshots"): every member the
+/// schema requires and no other, values in range, the invariants above and the summary equal to
+/// summarize()'s. Its memory is about the size of the text. Throws logic_error naming the JSON
+/// path (or, for text that is not JSON or not UTF-8, the byte offset) and what was wrong there.
 [[nodiscard]] STREAMPOOL_EXPORT pool_snapshot snapshot_from_json(std::string_view json);
 
 [[nodiscard]] STREAMPOOL_EXPORT const char* to_string(block_status s) noexcept;

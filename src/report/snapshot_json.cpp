@@ -3,8 +3,16 @@
 // The statistics are written through one table of (name, member) pairs, read back through the
 // same table, so that a field added to pool_statistics is added in one place. Everything is an
 // unsigned integer, a boolean or a string: addresses and byte counts are exact.
+//
+// Reading is strict (issue 45; docs/memory-picture.md, "Snapshots"): the reader (json.hpp) goes
+// through the text once, in place, and each object must hold exactly the schema's members, in any
+// order; then what the schema says in words is cross-checked (check_shape, check_summary). Errors
+// name the JSON path. Memory is the snapshot read, about the size of its text.
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "json.hpp"
@@ -14,7 +22,6 @@
 namespace streampool {
 namespace {
 
-using detail::json::value;
 using detail::json::writer;
 
 template <class T>
@@ -78,41 +85,6 @@ void write_statistics(writer& w, const pool_statistics& st) {
   w.end_object();
 }
 
-pool_statistics read_statistics(const value& v) {
-  pool_statistics st;
-  for (const auto& [name, member] : size_fields)
-    st.*member = static_cast<std::size_t>(v.at(name).as_uint(name));
-  for (const auto& [name, member] : count_fields) st.*member = v.at(name).as_uint(name);
-  const value& c = v.at("contention");
-  for (const auto& [name, member] : contention_fields)
-    st.contention.*member = c.at(name).as_uint(name);
-  for (const value& s : v.at("streams").items("streams")) {
-    stream_statistics ss;
-    ss.timeline_id = s.at("timeline_id").as_uint("timeline_id");
-    ss.allocations = s.at("allocations").as_uint("allocations");
-    ss.deallocations = s.at("deallocations").as_uint("deallocations");
-    ss.cached_bytes = static_cast<std::size_t>(s.at("cached_bytes").as_uint("cached_bytes"));
-    st.streams.push_back(ss);
-  }
-  return st;
-}
-
-template <class E, std::size_t N>
-E read_enum(const value& v, const char* what, const std::array<E, N>& all) {
-  const std::string& s = v.as_string(what);
-  for (E e : all)
-    if (s == to_string(e)) return e;
-  throw logic_error(detail::format("%s: unknown value \"%s\"", what, s.c_str()));
-}
-
-constexpr std::array<block_status, 3> all_status{block_status::live, block_status::free,
-                                                 block_status::unmapped};
-constexpr std::array<block_place, 6> all_places{block_place::none,        block_place::stream_cache,
-                                                block_place::shared_list, block_place::never_used,
-                                                block_place::large_free,  block_place::in_transit};
-constexpr std::array<range_kind, 3> all_kinds{range_kind::slab, range_kind::segment,
-                                              range_kind::virtual_range};
-
 void write_summary(writer& w, const snapshot_summary& s) {
   w.begin_object();
   w.member("live_bytes", std::uint64_t{s.live_bytes});
@@ -135,35 +107,331 @@ void write_summary(writer& w, const snapshot_summary& s) {
   w.end_object();
 }
 
-/// The invariants of snapshot.hpp, for a snapshot read from text: what draws it trusts them (a
-/// block larger than its range would be drawn almost without end). Throws naming the range.
-void check_shape(const pool_snapshot& s) {
-  std::uintptr_t end = 0;
-  for (std::size_t i = 0; i < s.ranges.size(); ++i) {
-    const snapshot_range& r = s.ranges[i];
-    const auto bad = [&](const char* what) {
-      throw logic_error(detail::format("ranges[%zu] (base %llu, %zu bytes): %s", i,
-                                       static_cast<unsigned long long>(r.base), r.bytes, what));
-    };
-    if (r.bytes == 0 || r.base + r.bytes < r.base) bad("an empty or wrapping span");
-    if (i != 0 && r.base < end) bad("overlaps the range before it, or is out of address order");
-    end = r.base + r.bytes;
-    if (r.kind == range_kind::slab && r.chunk_bytes == 0) bad("a slab with chunk_bytes 0");
-    std::size_t at = 0;
-    for (const snapshot_block& b : r.blocks) {
-      if (b.offset != at || b.size == 0 || b.size > r.bytes - at)
-        bad("its blocks do not tile it (each at the end of the one before, size > 0, inside it)");
-      at += b.size;
-      if (r.kind == range_kind::slab && b.chunks != 0 &&
-          (b.size % r.chunk_bytes != 0 || b.size / r.chunk_bytes != b.chunks))
-        bad("a block that is not its count of chunks");
-      if (b.status == block_status::unmapped && r.kind != range_kind::virtual_range)
-        bad("an unmapped block outside a virtual range");
+// ---- reading -----------------------------------------------------------------------------------
+
+using detail::json::reader;
+
+constexpr std::array<block_status, 3> all_status{block_status::live, block_status::free,
+                                                 block_status::unmapped};
+constexpr std::array<block_place, 6> all_places{block_place::none,        block_place::stream_cache,
+                                                block_place::shared_list, block_place::never_used,
+                                                block_place::large_free,  block_place::in_transit};
+constexpr std::array<range_kind, 3> all_kinds{range_kind::slab, range_kind::segment,
+                                              range_kind::virtual_range};
+
+/// The members of one object, each read by `read_one(name)` in the order they come. The schema
+/// requires every one of its members and allows no other ("required" lists each property and
+/// "additionalProperties" is false everywhere): each of `names` must come once, nothing else.
+template <std::size_t N, class F>
+void read_members(reader& in, const std::array<std::string_view, N>& names, F&& read_one) {
+  in.begin_object();
+  std::array<bool, N> seen{};
+  while (in.next_member()) {
+    const auto* it = std::find(names.begin(), names.end(), in.name());
+    if (it == names.end()) in.fail("unknown member");
+    bool& once = seen[static_cast<std::size_t>(it - names.begin())];
+    if (once) in.fail("appears twice in its object");
+    once = true;
+    read_one(*it);
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    if (!seen[i]) {
+      in.fail(detail::format("member \"%.*s\" is missing", static_cast<int>(names[i].size()),
+                             names[i].data()));
     }
-    if (at != r.bytes) bad("its blocks end before it does");
   }
 }
 
+/// Each item of an array, read by `read_one()`.
+template <class F>
+void read_items(reader& in, F&& read_one) {
+  in.begin_array();
+  while (in.next_item()) read_one();
+}
+
+/// An unsigned integer of at least `min` (the schema's "minimum") that fits a std::size_t.
+std::size_t read_size(reader& in, std::uint64_t min = 0) {
+  const std::uint64_t v = in.read_uint();
+  if (v < min) {
+    in.fail(detail::format("%llu, expected at least %llu", static_cast<unsigned long long>(v),
+                           static_cast<unsigned long long>(min)));
+  }
+  if constexpr (sizeof(std::size_t) < sizeof(std::uint64_t)) {
+    if (v > SIZE_MAX) in.fail("a number above this machine's address space");
+  }
+  return static_cast<std::size_t>(v);
+}
+
+template <std::size_t N>
+using names = std::array<std::string_view, N>;
+
+constexpr auto statistics_members = [] {
+  names<size_fields.size() + count_fields.size() + 2> all{};
+  std::size_t i = 0;
+  for (const auto& f : size_fields) all[i++] = f.first;
+  for (const auto& f : count_fields) all[i++] = f.first;
+  all[i++] = "contention";
+  all[i] = "streams";
+  return all;
+}();
+constexpr auto contention_members = [] {
+  names<contention_fields.size()> all{};
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = contention_fields[i].first;
+  return all;
+}();
+constexpr names<4> stream_members{"timeline_id", "allocations", "deallocations", "cached_bytes"};
+
+pool_statistics read_statistics(reader& in) {
+  pool_statistics st;
+  read_members(in, statistics_members, [&](std::string_view m) {
+    for (const auto& [name, member] : size_fields)
+      if (m == name) st.*member = read_size(in);
+    for (const auto& [name, member] : count_fields)
+      if (m == name) st.*member = in.read_uint();
+    if (m == "contention") {
+      read_members(in, contention_members, [&](std::string_view c) {
+        for (const auto& [name, member] : contention_fields)
+          if (c == name) st.contention.*member = in.read_uint();
+      });
+    } else if (m == "streams") {
+      read_items(in, [&] {
+        stream_statistics ss;
+        read_members(in, stream_members, [&](std::string_view f) {
+          if (f == "timeline_id") ss.timeline_id = in.read_uint();
+          if (f == "allocations") ss.allocations = in.read_uint();
+          if (f == "deallocations") ss.deallocations = in.read_uint();
+          if (f == "cached_bytes") ss.cached_bytes = read_size(in);
+        });
+        st.streams.push_back(ss);
+      });
+    }
+  });
+  return st;
+}
+
+template <class E, std::size_t N>
+E read_enum(reader& in, const std::array<E, N>& all) {
+  const std::string s = in.read_string();
+  for (E e : all)
+    if (s == to_string(e)) return e;
+  in.fail(detail::format("unknown value \"%s\"", detail::json::printable(s).c_str()));
+}
+
+constexpr names<13> root_members{
+    "schema",      "schema_version", "pool_id",        "device_id",     "backend",
+    "granularity", "vm_granularity", "virtual_memory", "taken_unix_ns", "statistics",
+    "ranges",      "caches",         "summary"};
+constexpr names<7> range_members{"base",        "bytes", "reserved_bytes", "kind",
+                                 "chunk_bytes", "shard", "blocks"};
+constexpr names<7> block_members{"offset", "size", "chunks", "status", "place", "stream", "tokens"};
+constexpr names<3> token_members{"timeline", "point", "complete"};
+constexpr names<5> cache_members{"timeline", "shard", "stream_gone", "bytes", "bins"};
+constexpr names<2> bin_members{"chunk_bytes", "chunks"};
+constexpr names<8> summary_members{
+    "live_bytes",         "free_bytes",     "free_ready_bytes", "free_pending_bytes",
+    "largest_free_block", "reserved_bytes", "address_bytes",    "classes"};
+constexpr names<3> class_members{"chunk_bytes", "live_bytes", "free_bytes"};
+
+snapshot_block read_block(reader& in) {
+  snapshot_block b;
+  read_members(in, block_members, [&](std::string_view m) {
+    if (m == "offset") b.offset = read_size(in);
+    if (m == "size") b.size = read_size(in, 1);
+    if (m == "chunks") b.chunks = read_size(in);
+    if (m == "status") b.status = read_enum(in, all_status);
+    if (m == "place") b.place = read_enum(in, all_places);
+    if (m == "stream") b.stream = in.read_uint();
+    if (m == "tokens") {
+      read_items(in, [&] {
+        snapshot_token t;
+        read_members(in, token_members, [&](std::string_view f) {
+          if (f == "timeline") t.timeline = in.read_uint();
+          if (f == "point") t.point = in.read_uint();
+          if (f == "complete") t.complete = in.read_bool();
+        });
+        b.tokens.push_back(t);
+      });
+    }
+  });
+  return b;
+}
+
+snapshot_range read_range(reader& in) {
+  snapshot_range r;
+  read_members(in, range_members, [&](std::string_view m) {
+    if (m == "base") r.base = static_cast<std::uintptr_t>(read_size(in));
+    if (m == "bytes") r.bytes = read_size(in, 1);
+    if (m == "reserved_bytes") r.reserved_bytes = read_size(in);
+    if (m == "kind") r.kind = read_enum(in, all_kinds);
+    if (m == "chunk_bytes") r.chunk_bytes = read_size(in);
+    if (m == "shard") r.shard = read_size(in);
+    if (m == "blocks") read_items(in, [&] { r.blocks.push_back(read_block(in)); });
+  });
+  return r;
+}
+
+snapshot_cache read_cache(reader& in) {
+  snapshot_cache c;
+  read_members(in, cache_members, [&](std::string_view m) {
+    if (m == "timeline") c.timeline = in.read_uint();
+    if (m == "shard") c.shard = read_size(in);
+    if (m == "stream_gone") c.stream_gone = in.read_bool();
+    if (m == "bytes") c.bytes = read_size(in);
+    if (m == "bins") {
+      read_items(in, [&] {
+        snapshot_cache::bin b;
+        read_members(in, bin_members, [&](std::string_view f) {
+          if (f == "chunk_bytes") b.chunk_bytes = read_size(in, 1);
+          if (f == "chunks") b.chunks = read_size(in, 1);
+        });
+        c.bins.push_back(b);
+      });
+    }
+  });
+  return c;
+}
+
+snapshot_summary read_summary(reader& in) {
+  snapshot_summary s;
+  read_members(in, summary_members, [&](std::string_view m) {
+    if (m == "live_bytes") s.live_bytes = read_size(in);
+    if (m == "free_bytes") s.free_bytes = read_size(in);
+    if (m == "free_ready_bytes") s.free_ready_bytes = read_size(in);
+    if (m == "free_pending_bytes") s.free_pending_bytes = read_size(in);
+    if (m == "largest_free_block") s.largest_free_block = read_size(in);
+    if (m == "reserved_bytes") s.reserved_bytes = read_size(in);
+    if (m == "address_bytes") s.address_bytes = read_size(in);
+    if (m == "classes") {
+      read_items(in, [&] {
+        snapshot_summary::by_size c;
+        read_members(in, class_members, [&](std::string_view f) {
+          if (f == "chunk_bytes") c.chunk_bytes = read_size(in);
+          if (f == "live_bytes") c.live_bytes = read_size(in);
+          if (f == "free_bytes") c.free_bytes = read_size(in);
+        });
+        s.classes.push_back(c);
+      });
+    }
+  });
+  return s;
+}
+
+// ---- cross-checks ------------------------------------------------------------------------------
+
+/// What the schema and snapshot.hpp say in words, for a snapshot read from text: what draws it
+/// trusts them (a block larger than its range would be drawn almost without end). Throws naming
+/// the path of what is wrong.
+void check_shape(const reader& in, const pool_snapshot& s) {
+  if (s.virtual_memory != (s.vm_granularity != 0)) {
+    in.fail_at("vm_granularity",
+               detail::format("%zu with virtual_memory %s (0 exactly when there is none)",
+                              s.vm_granularity, s.virtual_memory ? "true" : "false"));
+  }
+  std::uintptr_t end = 0;
+  for (std::size_t i = 0; i < s.ranges.size(); ++i) {
+    const snapshot_range& r = s.ranges[i];
+    const std::string at = detail::format("ranges[%zu]", i);
+    const auto bad = [&](const std::string& what) {
+      in.fail_at(at, detail::format("(base %llu, %zu bytes, a %s) %s",
+                                    static_cast<unsigned long long>(r.base), r.bytes,
+                                    to_string(r.kind), what.c_str()));
+    };
+    if (r.base + r.bytes < r.base) bad("wraps around the address space");
+    if (i != 0 && r.base < end) bad("overlaps the range before it, or is out of address order");
+    end = r.base + r.bytes;
+    if (r.reserved_bytes > r.bytes) bad("has reserved_bytes above its bytes");
+    if (r.kind == range_kind::slab && r.chunk_bytes == 0) bad("is a slab with chunk_bytes 0");
+    if (r.kind != range_kind::slab && r.chunk_bytes != 0)
+      bad(detail::format("has chunk_bytes %zu (only slabs have chunks)", r.chunk_bytes));
+    if (r.kind == range_kind::virtual_range && !s.virtual_memory)
+      bad("is a virtual range in a pool without virtual memory");
+    std::size_t offset = 0;
+    for (std::size_t k = 0; k < r.blocks.size(); ++k) {
+      const snapshot_block& b = r.blocks[k];
+      const auto bad_block = [&](const std::string& what) {
+        in.fail_at(detail::format("%s.blocks[%zu]", at.c_str(), k),
+                   detail::format("(offset %zu, %zu bytes, %s) %s", b.offset, b.size,
+                                  to_string(b.status), what.c_str()));
+      };
+      if (b.offset != offset || b.size > r.bytes - offset) {
+        bad_block(
+            "is where its range's blocks do not tile it (each at the end of the one "
+            "before, inside the range)");
+      }
+      offset += b.size;
+      if (r.kind != range_kind::slab && b.chunks != 1)
+        bad_block(detail::format("has chunks %zu (1 for large blocks)", b.chunks));
+      if (r.kind == range_kind::slab && b.chunks != 0 &&
+          (b.size % r.chunk_bytes != 0 || b.size / r.chunk_bytes != b.chunks))
+        bad_block(detail::format("is not its %zu chunks of %zu bytes", b.chunks, r.chunk_bytes));
+      if (r.kind == range_kind::slab && b.chunks == 0 &&
+          (b.status != block_status::free || k + 1 != r.blocks.size()))
+        bad_block("has chunks 0 (a slab's tail) but is not its slab's free last block");
+      const bool free = b.status == block_status::free;
+      if (free == (b.place == block_place::none)) {
+        bad_block(detail::format(R"(has place "%s" (free blocks have one, others "none"))",
+                                 to_string(b.place)));
+      }
+      if (b.status == block_status::unmapped && r.kind != range_kind::virtual_range)
+        bad_block("is unmapped outside a virtual range");
+      if (b.status == block_status::unmapped && !b.tokens.empty())
+        bad_block("is unmapped but has tokens");
+    }
+    if (offset != r.bytes) bad("ends after its blocks: they do not tile it");
+  }
+  for (std::size_t i = 0; i < s.caches.size(); ++i) {
+    const snapshot_cache& c = s.caches[i];
+    const std::string at = detail::format("caches[%zu]", i);
+    if (i != 0 && c.timeline < s.caches[i - 1].timeline) {
+      in.fail_at(at, detail::format("timeline %llu after %llu (caches are by timeline id)",
+                                    static_cast<unsigned long long>(c.timeline),
+                                    static_cast<unsigned long long>(s.caches[i - 1].timeline)));
+    }
+    std::size_t held = 0;
+    for (std::size_t k = 0; k < c.bins.size(); ++k) {
+      const snapshot_cache::bin& b = c.bins[k];
+      if (k != 0 && b.chunk_bytes <= c.bins[k - 1].chunk_bytes) {
+        in.fail_at(detail::format("%s.bins[%zu]", at.c_str(), k),
+                   detail::format("chunk_bytes %zu after %zu (one bin a size, smallest first)",
+                                  b.chunk_bytes, c.bins[k - 1].chunk_bytes));
+      }
+      std::size_t bytes = 0;
+      if (__builtin_mul_overflow(b.chunk_bytes, b.chunks, &bytes) ||
+          __builtin_add_overflow(held, bytes, &held)) {
+        in.fail_at(at, "its bins hold more than 2^64-1 bytes");
+      }
+    }
+    if (c.bytes != held)
+      in.fail_at(at, detail::format("bytes %zu, but its bins hold %zu", c.bytes, held));
+  }
+}
+
+/// The summary read must be summarize()'s of the ranges read (the schema: "computed from the
+/// ranges"). Throws naming the first member that differs.
+void check_summary(const reader& in, const snapshot_summary& read, const pool_snapshot& s) {
+  const snapshot_summary want = summarize(s);
+  const auto same = [&](const std::string& path, std::size_t got, std::size_t expected) {
+    if (got != expected)
+      in.fail_at(path, detail::format("%zu, but the ranges give %zu", got, expected));
+  };
+  same("summary.live_bytes", read.live_bytes, want.live_bytes);
+  same("summary.free_bytes", read.free_bytes, want.free_bytes);
+  same("summary.free_ready_bytes", read.free_ready_bytes, want.free_ready_bytes);
+  same("summary.free_pending_bytes", read.free_pending_bytes, want.free_pending_bytes);
+  same("summary.largest_free_block", read.largest_free_block, want.largest_free_block);
+  same("summary.reserved_bytes", read.reserved_bytes, want.reserved_bytes);
+  same("summary.address_bytes", read.address_bytes, want.address_bytes);
+  if (read.classes.size() != want.classes.size()) {
+    in.fail_at("summary.classes", detail::format("%zu entries, but the ranges give %zu",
+                                                 read.classes.size(), want.classes.size()));
+  }
+  for (std::size_t i = 0; i < want.classes.size(); ++i) {
+    const std::string at = detail::format("summary.classes[%zu].", i);
+    same(at + "chunk_bytes", read.classes[i].chunk_bytes, want.classes[i].chunk_bytes);
+    same(at + "live_bytes", read.classes[i].live_bytes, want.classes[i].live_bytes);
+    same(at + "free_bytes", read.classes[i].free_bytes, want.classes[i].free_bytes);
+  }
+}
 }  // namespace
 
 std::string to_json(const pool_snapshot& s) {
@@ -243,68 +511,37 @@ std::string to_json(const pool_snapshot& s) {
 }
 
 pool_snapshot snapshot_from_json(std::string_view json) {
-  const value doc = detail::json::parse(json, "snapshot JSON");
-  try {
-    if (doc.at("schema").as_string("schema") != "streampool.snapshot")
-      throw logic_error("schema: not \"streampool.snapshot\"");
-    pool_snapshot s;
-    const std::uint64_t version = doc.at("schema_version").as_uint("schema_version");
-    if (version != static_cast<std::uint64_t>(snapshot_schema_version)) {
-      throw logic_error(detail::format("schema_version %llu; this library reads version %d",
-                                       static_cast<unsigned long long>(version),
-                                       snapshot_schema_version));
-    }
-    const auto size = [](const value& v, const char* name) {
-      return static_cast<std::size_t>(v.at(name).as_uint(name));
-    };
-    s.pool_id = doc.at("pool_id").as_uint("pool_id");
-    s.device_id = doc.at("device_id").as_uint("device_id");
-    s.backend = doc.at("backend").as_string("backend");
-    s.granularity = size(doc, "granularity");
-    s.vm_granularity = size(doc, "vm_granularity");
-    s.virtual_memory = doc.at("virtual_memory").as_bool("virtual_memory");
-    s.taken_unix_ns = doc.at("taken_unix_ns").as_uint("taken_unix_ns");
-    s.statistics = read_statistics(doc.at("statistics"));
-    for (const value& rv : doc.at("ranges").items("ranges")) {
-      snapshot_range r;
-      r.base = static_cast<std::uintptr_t>(rv.at("base").as_uint("base"));
-      r.bytes = size(rv, "bytes");
-      r.reserved_bytes = size(rv, "reserved_bytes");
-      r.kind = read_enum(rv.at("kind"), "kind", all_kinds);
-      r.chunk_bytes = size(rv, "chunk_bytes");
-      r.shard = size(rv, "shard");
-      for (const value& bv : rv.at("blocks").items("blocks")) {
-        snapshot_block b;
-        b.offset = size(bv, "offset");
-        b.size = size(bv, "size");
-        b.chunks = size(bv, "chunks");
-        b.status = read_enum(bv.at("status"), "status", all_status);
-        b.place = read_enum(bv.at("place"), "place", all_places);
-        b.stream = bv.at("stream").as_uint("stream");
-        for (const value& tv : bv.at("tokens").items("tokens")) {
-          b.tokens.push_back({tv.at("timeline").as_uint("timeline"),
-                              tv.at("point").as_uint("point"),
-                              tv.at("complete").as_bool("complete")});
-        }
-        r.blocks.push_back(std::move(b));
+  reader in(json, "snapshot JSON");
+  pool_snapshot s;
+  snapshot_summary summary;
+  read_members(in, root_members, [&](std::string_view m) {
+    if (m == "schema") {
+      if (const std::string schema = in.read_string(); schema != "streampool.snapshot") {
+        in.fail(detail::format(R"("%s", not "streampool.snapshot")",
+                               detail::json::printable(schema).c_str()));
       }
-      s.ranges.push_back(std::move(r));
     }
-    for (const value& cv : doc.at("caches").items("caches")) {
-      snapshot_cache c;
-      c.timeline = cv.at("timeline").as_uint("timeline");
-      c.shard = size(cv, "shard");
-      c.stream_gone = cv.at("stream_gone").as_bool("stream_gone");
-      c.bytes = size(cv, "bytes");
-      for (const value& bv : cv.at("bins").items("bins"))
-        c.bins.push_back({size(bv, "chunk_bytes"), size(bv, "chunks")});
-      s.caches.push_back(std::move(c));
+    if (m == "schema_version") {
+      if (const std::uint64_t v = in.read_uint(); v != snapshot_schema_version) {
+        in.fail_at("", detail::format("schema_version %llu; this library reads version %d only",
+                                      static_cast<unsigned long long>(v), snapshot_schema_version));
+      }
     }
-    check_shape(s);
-    return s;
-  } catch (const logic_error& e) {
-    throw logic_error(std::string("snapshot JSON: ") + e.what());
-  }
+    if (m == "pool_id") s.pool_id = in.read_uint();
+    if (m == "device_id") s.device_id = in.read_uint();
+    if (m == "backend") s.backend = in.read_string();
+    if (m == "granularity") s.granularity = read_size(in);
+    if (m == "vm_granularity") s.vm_granularity = read_size(in);
+    if (m == "virtual_memory") s.virtual_memory = in.read_bool();
+    if (m == "taken_unix_ns") s.taken_unix_ns = in.read_uint();
+    if (m == "statistics") s.statistics = read_statistics(in);
+    if (m == "ranges") read_items(in, [&] { s.ranges.push_back(read_range(in)); });
+    if (m == "caches") read_items(in, [&] { s.caches.push_back(read_cache(in)); });
+    if (m == "summary") summary = read_summary(in);
+  });
+  check_shape(in, s);
+  check_summary(in, summary, s);
+  return s;
 }
 
 }  // namespace streampool

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace streampool::replay {
@@ -34,8 +35,13 @@ struct trace {
   std::size_t ignored = 0;  // segment_* and free_requested
 };
 /// Reads a trace, gzip-compressed when the name ends in .gz (through zlib where the build found
-/// it, else `gzip -dc`).
-/// @throws std::runtime_error naming the file and line of anything it cannot parse
+/// it, else `gzip -dc`). Strict: what it refuses is listed in docs/benchmarks.md ("Traces the
+/// reader refuses"); every free it keeps matches a live allocation's id, size and stream. Memory:
+/// one 64 KiB block and one line of at most 64 KiB besides the trace, whatever the input.
+/// @throws std::runtime_error "FILE:LINE: what" naming the field and value, or the gzip stream
+///         that ends early
 trace read_trace(const std::string& path);
+/// The same from memory; `name` stands for the file in errors (the test's and fuzzer's entry).
+trace parse_trace(std::string_view text, const std::string& name);
 
 }  // namespace streampool::replay
