@@ -145,12 +145,59 @@ void trace_recorder::freed(const void* p) noexcept {
   std::fprintf(out_, "free_completed %u %zu %u\n", b.id, b.size, b.stream);
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence that `s` starts with (RFC 3629: no overlong form,
+// no surrogate, nothing past U+10FFFF), or 0.
+std::size_t utf8_sequence_length(std::string_view s) noexcept {
+  const auto b = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
+  for (std::size_t i = 2; i < n; ++i)
+    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
 void trace_recorder::phase(std::string_view name) noexcept {
   // Allocates nothing, so that nothing can throw: the plug-in's sp_torch_trace_phase returns void.
   std::lock_guard lock(mu_);
   if (out_ == nullptr) return;
   std::fputs("# ", out_);
-  for (const char c : name) std::fputc(c == '\n' || c == '\r' ? ' ' : c, out_);
+  // The trace reader takes UTF-8 text with no control character but tab (docs/benchmarks.md):
+  // a control character becomes a space, a byte that starts no valid UTF-8 sequence a '?'.
+  for (std::size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x80) {
+      std::fputc(c < 0x20 && c != '\t' ? ' ' : (c == 0x7F ? ' ' : c), out_);
+      ++i;
+      continue;
+    }
+    const std::size_t n = utf8_sequence_length(name.substr(i));
+    if (n == 0) {
+      std::fputc('?', out_);
+      ++i;
+      continue;
+    }
+    std::fwrite(name.data() + i, 1, n, out_);
+    i += n;
+  }
   std::fputc('\n', out_);
   std::fflush(out_);
 }
