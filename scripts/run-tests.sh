@@ -6,7 +6,7 @@
 # ASan+UBSan, then TSan, then the python stage (the package as pip installs it: `pip install .` into
 # a fresh venv and tests/python run against it from outside the tree, then `pip wheel .` installed
 # into a second venv), then (in CI, or when clang is installed) the fuzz preset: the model fuzzer
-# briefly, the C ABI fuzzer for 60 s.
+# briefly, the C ABI fuzzer for 60 s, the trace and snapshot readers' fuzzers for 30 s each.
 #
 #   bash scripts/run-tests.sh
 #
@@ -27,8 +27,8 @@ elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
   presets=(release lint debug fault asan tsan python)
-  # clang + libFuzzer: a short run of the model fuzzer and 60 s of the C ABI fuzzer (fuzz/,
-  # docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
+  # clang + libFuzzer: a short run of the model fuzzer, 60 s of the C ABI fuzzer and 30 s each of
+  # the trace and snapshot readers' (fuzz/, docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
 fi
 
