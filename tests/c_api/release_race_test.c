@@ -5,8 +5,9 @@
  * wrapper or a new one, and every block must go back: a call used to read the released wrapper
  * after it was freed (a heap use-after-free under AddressSanitizer and ThreadSanitizer, which the
  * asan and tsan presets run this test under, with the library itself instrumented), and a free
- * failing that way left its block allocated. Also: a release from inside a call in flight on the
- * same handle on the same thread (a reclaim hook) is refused, not deadlocked. */
+ * failing that way left its block allocated. The same for pool and stream handles destroyed under
+ * calls in flight (finding 5). Also: a release from inside a call in flight on the same handle on
+ * the same thread (a reclaim hook) is refused, not deadlocked. */
 #include <pthread.h> /* not C11 <threads.h>: ThreadSanitizer does not intercept thrd_create */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -99,6 +100,70 @@ static void test_release_against_calls_in_flight(void) {
   OK(sp_device_destroy(d));
 }
 
+/* The same for a pool handle and a stream handle destroyed while other threads are inside calls
+ * on them (a finalizer on one thread, work on others): each call either finishes or is refused as
+ * made through a destroyed handle; none reads freed memory (the asan and tsan presets check). */
+struct handle_race {
+  sp_pool_t pool;
+  sp_stream_t stream;
+  atomic_int started;
+  atomic_int errors;
+  atomic_int refused;
+};
+
+static void* handle_worker(void* arg) {
+  struct handle_race* r = arg;
+  atomic_fetch_add(&r->started, 1);
+  for (;;) {
+    void* x = NULL;
+    sp_status_t st = sp_pool_allocate(r->pool, 4096, r->stream, &x);
+    if (st == STREAMPOOL_STATUS_INVALID_ARGUMENT &&
+        strstr(sp_last_error_message(), "was destroyed") != NULL) {
+      atomic_fetch_add(&r->refused, 1);
+      return NULL; /* the handles are gone: the call was refused, nothing was allocated */
+    }
+    if (st != STREAMPOOL_STATUS_SUCCESS) {
+      if (atomic_fetch_add(&r->errors, 1) < 5)
+        fprintf(stderr, "sp_pool_allocate -> %s: %s\n", sp_status_string(st),
+                sp_last_error_message());
+      return NULL;
+    }
+    /* The memory outlives its pool and stream handles: a free with neither always works. */
+    st = sp_pool_deallocate(NULL, x, NULL);
+    if (st != STREAMPOOL_STATUS_SUCCESS && atomic_fetch_add(&r->errors, 1) < 5)
+      fprintf(stderr, "sp_pool_deallocate -> %s: %s\n", sp_status_string(st),
+              sp_last_error_message());
+  }
+}
+
+static void test_destroy_against_calls_in_flight(void) {
+  int round;
+  for (round = 0; round < 20; ++round) {
+    sp_device_t d = checking_device_with_delay(0);
+    struct handle_race r;
+    pthread_t t[workers];
+    int i;
+    size_t upstream = 1;
+    OK(sp_pool_create(d, NULL, &r.pool));
+    OK(sp_stream_create(d, &r.stream));
+    atomic_init(&r.started, 0);
+    atomic_init(&r.errors, 0);
+    atomic_init(&r.refused, 0);
+    for (i = 0; i < workers; ++i) CHECK(pthread_create(&t[i], NULL, handle_worker, &r) == 0);
+    while (atomic_load(&r.started) < workers) {
+    }
+    OK(round % 2 == 0 ? sp_pool_destroy(r.pool) : sp_stream_destroy(r.stream));
+    OK(round % 2 == 0 ? sp_stream_destroy(r.stream) : sp_pool_destroy(r.pool));
+    for (i = 0; i < workers; ++i) pthread_join(t[i], NULL);
+    CHECK(atomic_load(&r.errors) == 0);
+    CHECK(atomic_load(&r.refused) == workers);
+    expect_no_violations(d);
+    OK(sp_device_upstream_bytes(d, &upstream));
+    CHECK(upstream == 0); /* every block went back, and the pool with them */
+    OK(sp_device_destroy(d));
+  }
+}
+
 /* A reclaim hook that releases the native stream the allocation running it is on: the release
  * would have to wait for that very call, so it is refused and changes nothing; the call finishes
  * on the stream. */
@@ -159,6 +224,7 @@ static void test_release_inside_a_call_on_the_stream(void) {
 
 int main(void) {
   test_release_against_calls_in_flight();
+  test_destroy_against_calls_in_flight();
   test_release_inside_a_call_on_the_stream();
   if (failures != 0) {
     fprintf(stderr, "%d failure(s)\n", failures);
