@@ -6,7 +6,11 @@
 // pointer, another pool's handle, another device's stream), record_use, the copy and fill helpers
 // on valid ranges and on bad ones (freed, overrunning, unregistered, another device), foreign
 // memory registered and unregistered, a device handle dropped early, the allocation log's
-// refusals while nothing records.
+// refusals while nothing records. Issue 45 added: every handle kind destroyed, then used and
+// destroyed again (refused, naming the handle), handles of the wrong kind and values that are no
+// handle; the *_native calls on the streams' own queues, on another device's queue and on
+// garbage; each free path given the other's memory (refused, nothing freed); native stream
+// releases between calls; wrappers whose owning stream is destroyed under them (orphans).
 //
 // A shadow model predicts each call's status exactly where the contract fixes it (every misuse
 // gives STREAMPOOL_STATUS_INVALID_ARGUMENT) and holds the contents of every live allocation and
@@ -112,6 +116,16 @@ struct stream_slot {
   int device = 0;
 };
 
+/// A wrapper (sp_stream_wrap) of a stream slot's queue; an orphan once that stream is destroyed.
+struct wrapper_slot {
+  sp_stream_t handle = nullptr;
+  int device = 0;
+  int owner = -1;  // index in streams_, -1 once the owner is gone (an orphan)
+};
+
+constexpr std::size_t max_wrappers = 3;
+constexpr std::size_t max_dead = 16;
+
 struct pool_slot {
   sp_pool_t handle = nullptr;
   int device = 0;
@@ -123,7 +137,11 @@ struct range {
   std::uint8_t* ptr = nullptr;
   std::size_t size = 0;
   int device = 0;
-  int pool = -1;                    // pool id; -1 for a registration
+  int pool = -1;        // pool id; -1 for a registration
+  bool native = false;  // sp_pool_allocate_native: the helpers do not know it
+  // Native memory: the streams_ slot whose queue allocated it, -1 once that stream is gone. Its
+  // free goes there: the native free waits for the freeing stream only (the contract).
+  int queue_slot = -1;
   std::uint8_t* shadow = nullptr;   // expected contents (size bytes)
   std::vector<std::uint8_t> owned;  // the shadow of an allocation
 };
@@ -187,7 +205,8 @@ class session {
   }
   range* pick_range() {
     std::vector<range*> all;
-    for (auto& a : allocations_) all.push_back(&a);
+    for (auto& a : allocations_)
+      if (!a.native) all.push_back(&a);
     for (auto& r : registered_) all.push_back(&r);
     return all.empty() ? nullptr : all[in_.below(all.size())];
   }
@@ -197,6 +216,7 @@ class session {
     const auto key = reinterpret_cast<std::uintptr_t>(p);
     for (auto* list : {&allocations_, &registered_}) {
       for (auto& r : *list) {
+        if (r.native) continue;  // the helpers know only sp_pool_allocate's memory
         const auto base = reinterpret_cast<std::uintptr_t>(r.ptr);
         if (key == base || (key > base && key - base < r.size)) return &r;
       }
@@ -265,9 +285,25 @@ class session {
   }
 
   void destroy_stream() {
-    stream_slot* s = pick_stream();
-    if (s == nullptr) return;
-    expect_ok(sp_stream_destroy(s->handle), "sp_stream_destroy");
+    if (stream_slot* s = pick_stream())
+      destroy_stream_at(static_cast<std::size_t>(s - streams_.data()));
+  }
+
+  void destroy_stream_at(std::size_t index) {
+    stream_slot* s = &streams_[index];
+    // sp_stream_release on a stream made here is sp_stream_destroy (it waits).
+    if (in_.byte() % 4 == 0) {
+      expect_ok(sp_stream_release(s->handle), "sp_stream_release");
+    } else {
+      expect_ok(sp_stream_destroy(s->handle), "sp_stream_destroy");
+    }
+    const auto i = static_cast<int>(index);
+    for (auto& w : wrappers_)
+      if (w.handle != nullptr && w.owner == i) w.owner = -1;  // its queue is gone
+    // Its work is complete now: native memory allocated on it may be freed on any stream.
+    for (auto& a : allocations_)
+      if (a.queue_slot == i) a.queue_slot = -1;
+    remember_dead(dead_streams_, s->handle);
     s->handle = nullptr;
   }
 
@@ -294,8 +330,12 @@ class session {
   void destroy_pool() {
     pool_slot* p = pick_pool();
     if (p == nullptr) return;
-    // Live memory keeps the pool alive; it is freed later with pool NULL.
+    // Memory of sp_pool_allocate keeps the pool alive (it is freed later with pool NULL); memory of
+    // the native path does not: its caller keeps the pool alive while it lives (the contract).
+    for (const range& a : allocations_)
+      if (a.native && a.pool == p->id) return;
     expect_ok(sp_pool_destroy(p->handle), "sp_pool_destroy");
+    remember_dead(dead_pools_, p->handle);
     p->handle = nullptr;
   }
 
@@ -392,9 +432,13 @@ class session {
         wrong = wrong || s->device != a.device;
       }
     }
+    // Memory of the native path is refused by this free (issue 45, finding 3): nothing is freed.
+    wrong = wrong || a.native;
     const sp_status_t st = sp_pool_deallocate(pool, a.ptr, stream);
     expect(st, wrong ? STREAMPOOL_STATUS_INVALID_ARGUMENT : STREAMPOOL_STATUS_SUCCESS,
-           "sp_pool_deallocate (live pointer)", "");
+           a.native ? "sp_pool_deallocate (memory of sp_pool_allocate_native)"
+                    : "sp_pool_deallocate (live pointer)",
+           "");
     if (!wrong) {
       remember_freed(a.ptr);
       allocations_.erase(allocations_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -440,17 +484,23 @@ class session {
     std::uint8_t* p = nullptr;
     bool good = false;
     int owner = -1;
+    bool native = false;
     if (in_.byte() % 2 == 0 && !allocations_.empty()) {
       const range& a = allocations_[in_.below(allocations_.size())];
       p = a.ptr + (a.size > 0 ? in_.below(a.size) : 0);
       good = a.device == s->device;
       owner = a.pool;
+      // The native path has no C-layer record: only its pool, given, can take the use, and only
+      // at the block's start.
+      native = a.native;
+      if (native) good = good && p == a.ptr;
     } else {
       p = pick_bad_pointer();
       if (p == nullptr || known(p) != nullptr) return;  // an interior pointer is a valid use
     }
     pool_slot* pool = in_.byte() % 2 != 0 ? pick_pool() : nullptr;
     if (pool != nullptr && pool->id != owner) good = false;
+    if (native && pool == nullptr) good = false;
     const sp_status_t st =
         sp_pool_record_use(pool != nullptr ? pool->handle : nullptr, p, s->handle);
     expect(st, good ? STREAMPOOL_STATUS_SUCCESS : STREAMPOOL_STATUS_INVALID_ARGUMENT,
@@ -640,17 +690,350 @@ class session {
     }
   }
 
+  // ---- issue 45: handles that cannot crash, the native path, orphaned wrappers -----------------
+
+  template <class Handle>
+  static void remember_dead(std::vector<Handle>& dead, Handle h) {
+    if (dead.size() == max_dead) dead.erase(dead.begin());
+    dead.push_back(h);
+  }
+
+  /// The status and message of a call through a handle that must be refused: INVALID_ARGUMENT,
+  /// naming the function and containing `needle`.
+  static void expect_refused(sp_status_t st, const char* call, const char* function,
+                             const char* needle) {
+    expect(st, STREAMPOOL_STATUS_INVALID_ARGUMENT, call, function);
+    if (std::strstr(sp_last_error_message(), needle) == nullptr)
+      fail("refusal does not say why", std::string(call) + ": " + sp_last_error_message());
+  }
+
+  /// The streams_ slot of a live stream of device `d` (one is made if there is none).
+  int stream_on(int d) {
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t i = 0; i < streams_.size(); ++i)
+        if (streams_[i].handle != nullptr && streams_[i].device == d) return static_cast<int>(i);
+      create_stream(d);
+    }
+    fail("no stream", "device " + std::to_string(d));
+  }
+
+  void* native_of(int slot) {
+    void* q = nullptr;
+    expect_ok(sp_stream_native(streams_[static_cast<std::size_t>(slot)].handle, &q),
+              "sp_stream_native");
+    return q;
+  }
+
+  /// A native stream for a call on device `d`: a live stream's queue of `d` or of the other
+  /// device, or a value that is no queue. `device` tells which (-1: garbage), `slot` whose.
+  void* pick_native(int d, int& device, int& slot) {
+    slot = -1;
+    switch (in_.byte() % 8) {
+      case 0:
+        device = -1;
+        return reinterpret_cast<void*>(static_cast<std::uintptr_t>(in_.bytes(8)) | 1U);
+      case 1:
+        if (stream_slot* s = pick_stream()) {
+          device = s->device;
+          slot = static_cast<int>(s - streams_.data());
+          return native_of(slot);
+        }
+        [[fallthrough]];
+      default:
+        device = d;
+        slot = stream_on(d);
+        return native_of(slot);
+    }
+  }
+
+  /// Where native memory `a` is freed: the queue that allocated it while its stream lives.
+  void* free_queue(const range& a) {
+    return native_of(a.queue_slot >= 0 ? a.queue_slot : stream_on(0));
+  }
+
+  /// Pools on device 0 only: native memory must be freed through its pool with a live queue of
+  /// its device, and device 0 is never dropped.
+  pool_slot* pick_pool_on_device_0() {
+    std::vector<pool_slot*> live;
+    for (auto& p : pools_)
+      if (p.handle != nullptr && p.device == 0) live.push_back(&p);
+    return live.empty() ? nullptr : live[in_.below(live.size())];
+  }
+
+  void native_op() {
+    switch (in_.byte() % 5) {
+      case 0:
+      case 1: {  // allocate on a native stream: its own device's queue, another's, or garbage
+        pool_slot* p = pick_pool_on_device_0();
+        if (p == nullptr || allocations_.size() == max_allocations) return;
+        int device = 0;
+        int slot = -1;
+        void* q = pick_native(0, device, slot);
+        const std::size_t size = pick_size();
+        void* out = nullptr;
+        const sp_status_t st = sp_pool_allocate_native(p->handle, size, q, &out);
+        if (device != 0) {
+          expect(st, STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                 "sp_pool_allocate_native (not a queue of the pool's device)",
+                 "sp_pool_allocate_native");
+          if (out != nullptr) fail("output written on failure", "sp_pool_allocate_native");
+          return;
+        }
+        if (st != STREAMPOOL_STATUS_SUCCESS) {
+          if (st != STREAMPOOL_STATUS_OUT_OF_DEVICE_MEMORY &&
+              st != STREAMPOOL_STATUS_INVALID_ARGUMENT)
+            expect_ok(st, "sp_pool_allocate_native");
+          return;
+        }
+        auto* mem = static_cast<std::uint8_t*>(out);
+        for (const range& a : allocations_) {
+          const std::size_t sa = std::max<std::size_t>(a.size, 1);
+          const std::size_t sm = std::max<std::size_t>(size, 1);
+          if (mem < a.ptr + sa && a.ptr < mem + sm)
+            fail("allocations overlap", ptr_text(mem) + " and live " + ptr_text(a.ptr));
+        }
+        std::erase(freed_, mem);
+        range r;
+        r.ptr = mem;
+        r.size = size;
+        r.device = 0;
+        r.pool = p->id;
+        r.native = true;
+        r.queue_slot = slot;
+        allocations_.push_back(std::move(r));
+        return;
+      }
+      case 2: {  // the native free, of either path's memory
+        if (allocations_.empty()) return;
+        const std::size_t i = in_.below(allocations_.size());
+        range& a = allocations_[i];
+        pool_slot* own = handle_of(a.pool);
+        if (own == nullptr || a.device != 0) {
+          // The memory of a pool whose handle is gone (sp_pool_allocate's), or of device 1: the
+          // native free through some device-0 pool must refuse it, changing nothing.
+          pool_slot* any = pick_pool_on_device_0();
+          if (any == nullptr) return;
+          expect(sp_pool_deallocate_native(any->handle, a.ptr, native_of(stream_on(0))),
+                 STREAMPOOL_STATUS_INVALID_ARGUMENT, "sp_pool_deallocate_native (not its memory)",
+                 "");
+          return;
+        }
+        const sp_status_t st = sp_pool_deallocate_native(
+            own->handle, a.ptr, a.native ? free_queue(a) : native_of(stream_on(0)));
+        if (!a.native) {
+          // sp_pool_allocate's memory: refused, naming the free to use; it stays allocated.
+          expect_refused(st, "sp_pool_deallocate_native (memory of sp_pool_allocate)",
+                         "sp_pool_deallocate_native", "sp_pool_deallocate");
+          return;
+        }
+        expect_ok(st, "sp_pool_deallocate_native");
+        remember_freed(a.ptr);
+        allocations_.erase(allocations_.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+      }
+      case 3: {  // a use recorded on a native stream
+        std::vector<range*> native;
+        for (auto& a : allocations_)
+          if (a.native) native.push_back(&a);
+        if (native.empty()) return;
+        range& a = *native[in_.below(native.size())];
+        expect_ok(
+            sp_pool_record_use_native(handle_of(a.pool)->handle, a.ptr, native_of(stream_on(0))),
+            "sp_pool_record_use_native");
+        return;
+      }
+      default: {  // the owner is about to destroy the stream: release it (or a garbage value)
+        std::size_t n = 99;
+        if (in_.byte() % 4 == 0) {
+          void* garbage = reinterpret_cast<void*>(static_cast<std::uintptr_t>(in_.bytes(8)) | 8U);
+          expect_ok(sp_native_stream_release(garbage, &n), "sp_native_stream_release (unknown)");
+          if (n != 0) fail("released a handle never wrapped", ptr_text(garbage));
+          return;
+        }
+        stream_slot* s = pick_stream();
+        if (s == nullptr) return;
+        void* q = nullptr;
+        expect_ok(sp_stream_native(s->handle, &q), "sp_stream_native");
+        expect_ok(sp_native_stream_release(q, &n), "sp_native_stream_release");
+        if (n > devices) fail("more wrappers than devices", std::to_string(n));
+        return;
+      }
+    }
+  }
+
+  void handle_misuse() {
+    switch (in_.byte() % 6) {
+      case 0:
+        if (!dead_streams_.empty()) {
+          sp_stream_t s = dead_streams_[in_.below(dead_streams_.size())];
+          switch (in_.byte() % 4) {
+            case 0:
+              expect_refused(sp_stream_destroy(s), "sp_stream_destroy (twice)", "sp_stream_destroy",
+                             "was destroyed");
+              break;
+            case 1:
+              expect_refused(sp_stream_synchronize(s), "sp_stream_synchronize (destroyed)",
+                             "sp_stream_synchronize", "was destroyed");
+              break;
+            case 2:
+              if (range* r = pick_range()) {
+                expect_refused(sp_fill(s, r->ptr, 0, 1, r->size), "sp_fill (destroyed stream)",
+                               "sp_fill", "was destroyed");
+              }
+              break;
+            default:
+              if (pool_slot* p = pick_pool()) {
+                void* out = nullptr;
+                expect_refused(sp_pool_allocate(p->handle, 64, s, &out),
+                               "sp_pool_allocate (destroyed stream)", "sp_pool_allocate",
+                               "was destroyed");
+                if (out != nullptr) fail("output written on failure", "sp_pool_allocate");
+              }
+          }
+        }
+        break;
+      case 1:
+        if (!dead_pools_.empty()) {
+          sp_pool_t p = dead_pools_[in_.below(dead_pools_.size())];
+          switch (in_.byte() % 3) {
+            case 0:
+              expect_refused(sp_pool_destroy(p), "sp_pool_destroy (twice)", "sp_pool_destroy",
+                             "was destroyed");
+              break;
+            case 1: {
+              std::size_t n = 0;
+              expect_refused(sp_pool_trim(p, &n), "sp_pool_trim (destroyed)", "sp_pool_trim",
+                             "was destroyed");
+              break;
+            }
+            default:
+              if (stream_slot* s = pick_stream()) {
+                void* out = nullptr;
+                expect_refused(sp_pool_allocate(p, 64, s->handle, &out),
+                               "sp_pool_allocate (destroyed pool)", "sp_pool_allocate",
+                               "was destroyed");
+              }
+          }
+        }
+        break;
+      case 2:
+        if (!dead_devices_.empty()) {
+          sp_device_t d = dead_devices_[in_.below(dead_devices_.size())];
+          sp_stream_t out = nullptr;
+          if (in_.byte() % 2 == 0) {
+            expect_refused(sp_stream_create(d, &out), "sp_stream_create (destroyed device)",
+                           "sp_stream_create", "was destroyed");
+            if (out != nullptr) fail("output written on failure", "sp_stream_create");
+          } else {
+            expect_refused(sp_device_destroy(d), "sp_device_destroy (twice)", "sp_device_destroy",
+                           "was destroyed");
+          }
+        }
+        break;
+      case 3: {  // a handle of another kind
+        stream_slot* s = pick_stream();
+        pool_slot* p = pick_pool();
+        if (s != nullptr) {
+          std::size_t n = 0;
+          // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the binding's mix-up
+          expect_refused(sp_pool_trim(reinterpret_cast<sp_pool_t>(s->handle), &n),
+                         "sp_pool_trim (a stream handle)", "sp_pool_trim", "not a pool handle");
+        }
+        if (p != nullptr) {
+          // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the binding's mix-up
+          expect_refused(sp_stream_synchronize(reinterpret_cast<sp_stream_t>(p->handle)),
+                         "sp_stream_synchronize (a pool handle)", "sp_stream_synchronize",
+                         "not a stream handle");
+        }
+        break;
+      }
+      default: {  // a value that no call made: any number whose kind nibble names no kind
+        const auto v = static_cast<std::uintptr_t>(in_.bytes(8)) | 8U;
+        switch (in_.byte() % 3) {
+          case 0:
+            expect_refused(sp_stream_destroy(reinterpret_cast<sp_stream_t>(v)),
+                           "sp_stream_destroy (garbage)", "sp_stream_destroy",
+                           "not a stream handle");
+            break;
+          case 1:
+            expect_refused(sp_pool_destroy(reinterpret_cast<sp_pool_t>(v)),
+                           "sp_pool_destroy (garbage)", "sp_pool_destroy", "not a pool handle");
+            break;
+          default: {
+            std::uint64_t id = 0;
+            expect_refused(sp_device_id(reinterpret_cast<sp_device_t>(v), &id),
+                           "sp_device_id (garbage)", "sp_device_id", "not a device handle");
+          }
+        }
+      }
+    }
+  }
+
+  void wrapper_op() {
+    wrapper_slot* w = &wrappers_[in_.below(max_wrappers)];
+    if (w->handle == nullptr) {  // wrap a live stream's queue
+      stream_slot* s = pick_stream();
+      if (s == nullptr || device_[static_cast<std::size_t>(s->device)] == nullptr) return;
+      void* q = nullptr;
+      expect_ok(sp_stream_native(s->handle, &q), "sp_stream_native");
+      expect_ok(sp_stream_wrap(device_[static_cast<std::size_t>(s->device)], q, &w->handle),
+                "sp_stream_wrap");
+      w->device = s->device;
+      w->owner = static_cast<int>(s - streams_.data());
+      return;
+    }
+    switch (in_.byte() % 5) {
+      case 0: {  // work through it: refused once its owner is gone, naming both
+        range* r = pick_range();
+        if (r == nullptr || r->size == 0 || r->device != w->device) return;
+        const std::uint8_t value = in_.byte();
+        const sp_status_t st = sp_fill(w->handle, r->ptr, value, 1, r->size);
+        if (w->owner < 0) {
+          expect_refused(st, "sp_fill (orphaned wrapper)", "sp_fill", "was destroyed");
+          return;
+        }
+        expect_ok(st, "sp_fill (wrapper)");
+        std::memset(r->shadow, value, r->size);
+        return;
+      }
+      case 1:  // never hangs, orphan or not
+        expect_ok(sp_stream_synchronize(w->handle), "sp_stream_synchronize (wrapper)");
+        return;
+      case 2:  // its queue's stream goes first: the wrapper becomes an orphan
+        if (w->owner >= 0) destroy_stream_at(static_cast<std::size_t>(w->owner));
+        return;
+      default:
+        if (in_.byte() % 2 == 0) {
+          expect_ok(sp_stream_release(w->handle), "sp_stream_release (wrapper)");
+        } else {
+          expect_ok(sp_stream_destroy(w->handle), "sp_stream_destroy (wrapper)");
+        }
+        remember_dead(dead_streams_, w->handle);
+        w->handle = nullptr;
+    }
+  }
+
   void drop_device() {
     // Device 0 stays for the end-of-run checks; device 1's handle may go at any time, and its
     // streams, pools and memory keep working.
     if (device_[1] == nullptr) return;
     expect_no_violations(device_[1]);
     expect_ok(sp_device_destroy(device_[1]), "sp_device_destroy");
+    remember_dead(dead_devices_, device_[1]);
     device_[1] = nullptr;
   }
 
   void step_once() {
-    switch (in_.byte() % 16) {
+    switch (in_.byte() % 19) {
+      case 16:
+        native_op();
+        break;
+      case 17:
+        handle_misuse();
+        break;
+      case 18:
+        wrapper_op();
+        break;
       case 0:
         create_stream(static_cast<int>(in_.byte() % devices));
         break;
@@ -719,7 +1102,8 @@ class session {
   /// Reads every live range back (through a stream of its device) and compares it.
   void verify_all() {
     std::vector<range*> all;
-    for (auto& a : allocations_) all.push_back(&a);
+    for (auto& a : allocations_)
+      if (!a.native) all.push_back(&a);
     for (auto& r : registered_) all.push_back(&r);
     for (range* r : all) {
       if (r->size == 0) continue;
@@ -766,9 +1150,21 @@ class session {
         fail("corrupted contents", "a foreign buffer differs from its shadow");
     }
     verify_all();
-    for (range& a : allocations_)
-      expect_ok(sp_pool_deallocate(nullptr, a.ptr, nullptr), "sp_pool_deallocate (final)");
+    for (range& a : allocations_) {
+      if (!a.native) {
+        expect_ok(sp_pool_deallocate(nullptr, a.ptr, nullptr), "sp_pool_deallocate (final)");
+        continue;
+      }
+      // Native memory: its pool's handle is alive (destroy_pool waits for it) and on device 0.
+      expect_ok(sp_pool_deallocate_native(handle_of(a.pool)->handle, a.ptr, free_queue(a)),
+                "sp_pool_deallocate_native (final)");
+    }
     allocations_.clear();
+    for (auto& w : wrappers_) {
+      if (w.handle != nullptr)
+        expect_ok(sp_stream_destroy(w.handle), "sp_stream_destroy (wrapper)");
+      w.handle = nullptr;
+    }
     for (range& r : registered_)
       expect_ok(sp_memory_unregister(r.ptr), "sp_memory_unregister (final)");
     registered_.clear();
@@ -796,6 +1192,11 @@ class session {
   std::array<sp_device_t, devices> device_{};
   std::array<stream_slot, max_streams> streams_{};
   std::array<pool_slot, max_pools> pools_{};
+  std::array<wrapper_slot, max_wrappers> wrappers_{};
+  // Handles destroyed earlier: every call through them must be refused, forever.
+  std::vector<sp_stream_t> dead_streams_;
+  std::vector<sp_pool_t> dead_pools_;
+  std::vector<sp_device_t> dead_devices_;
   int next_pool_id_ = 0;
   std::vector<range> allocations_;
   std::vector<range> registered_;

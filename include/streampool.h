@@ -19,7 +19,13 @@
  *     "versioned structs" below for older and newer callers).
  *   - Every handle is created by one *_create call (or sp_device_default_pool / sp_stream_wrap)
  *     and released by exactly one *_destroy call. Handles are thread-safe: any thread may use
- *     them, but destroying a handle while another thread still uses it is the caller's bug.
+ *     them. A handle is a number, not an address: a destroyed handle (a second destroy
+ *     included), one of another kind, or a value no call made gives
+ *     STREAMPOOL_STATUS_INVALID_ARGUMENT naming it ("stream handle 0x... was destroyed"), never
+ *     a crash. A destroy while another thread is inside a call on the same handle waits for that
+ *     call (which of the two comes first is still the caller's race); a destroy from inside a
+ *     call on the same handle on this thread (a reclaim hook) takes effect when that call
+ *     returns.
  *
  * Lifetimes: everything may be destroyed in any order, from any thread.
  *   - Destroying a device handle leaves its streams, pools and memory working.
@@ -71,8 +77,9 @@ extern "C" {
 
 typedef enum sp_status_e {
   STREAMPOOL_STATUS_SUCCESS = 0,
-  /** A precondition was broken (NULL handle, size overflow, double free, foreign pointer, wrong
-   *  device, out of bounds). Nothing changed. */
+  /** A precondition was broken (NULL, destroyed or foreign handle, size overflow, double free,
+   *  foreign pointer, the other free path's memory, wrong device, out of bounds). Nothing
+   *  changed. */
   STREAMPOOL_STATUS_INVALID_ARGUMENT = 1,
   /** The device (or the pool's memory limit) refused, even after trimming the cache and running
    *  every reclaim hook. The message names the request, the limit, live and cached bytes. */
@@ -118,6 +125,8 @@ SP_API sp_status_t sp_struct_size(const char* name, size_t* size);
 
 /* ---- handles --------------------------------------------------------------------------------- */
 
+/* Opaque: the structs are never defined; a handle's value is a number the library checks on
+ * every call (docs/c-api.md, "Handles"). */
 typedef struct sp_device_s* sp_device_t;
 typedef struct sp_stream_s* sp_stream_t;
 typedef struct sp_pool_s* sp_pool_t;
@@ -187,7 +196,12 @@ SP_API sp_status_t sp_stream_create(sp_device_t device, sp_stream_t* stream);
  *  streampool never destroys it; sp_stream_destroy only waits for work submitted so far.
  *  native_stream NULL is the legacy default stream (CUDA's stream 0), wrapped by its other name
  *  CU_STREAM_LEGACY (so sp_stream_native returns (void*)1). The host backend has no legacy
- *  default stream: NULL there gives STREAMPOOL_STATUS_INVALID_ARGUMENT (use sp_stream_create). */
+ *  default stream: NULL there gives STREAMPOOL_STATUS_INVALID_ARGUMENT (use sp_stream_create), and
+ *  so does a value that is not one of the device's queues (garbage, another device's queue, a
+ *  destroyed one). CUDA cannot tell such a value from a stream: pass live streams of the device.
+ *  Destroying the stream whose queue this wraps (one of sp_stream_create) releases the wrapper:
+ *  sp_stream_synchronize on it then returns at once, destroy and release free it, and other calls
+ *  are refused. */
 SP_API sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t* stream);
 /** Waits for the stream's work, retires it and (unless wrapped) destroys its queue. */
 SP_API sp_status_t sp_stream_destroy(sp_stream_t stream);
@@ -198,7 +212,8 @@ SP_API sp_status_t sp_stream_destroy(sp_stream_t stream);
  *  sp_stream_destroy (it waits: its queue can only be destroyed idle). On success the handle is
  *  gone either way. */
 SP_API sp_status_t sp_stream_release(sp_stream_t stream);
-/** Blocks until all work submitted so far has completed. */
+/** Blocks until all work submitted so far has completed. Returns at once for a wrapper whose
+ *  queue's stream was destroyed (that destroy waited for the work). */
 SP_API sp_status_t sp_stream_synchronize(sp_stream_t stream);
 /** Makes `waiter` wait, on the device, for all work submitted so far to `other`. */
 SP_API sp_status_t sp_stream_wait_stream(sp_stream_t waiter, sp_stream_t other);
@@ -253,9 +268,11 @@ SP_API sp_status_t sp_pool_destroy(sp_pool_t pool);
  *  device), aligned to at least 256 bytes. STREAMPOOL_STATUS_OUT_OF_DEVICE_MEMORY after trimming
  *  and reclaim hooks. */
 SP_API sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, void** ptr);
-/** Frees ptr (see the contract at the top). pool may be NULL: the pool that allocated ptr, even
- *  after every handle to it was destroyed. stream may be NULL: free after the work of the streams
- *  that used ptr, needing no live stream (for finalisers). Never blocks on the device. */
+/** Frees ptr (see the contract at the top), memory of sp_pool_allocate only (memory of
+ *  sp_pool_allocate_native is refused: sp_pool_deallocate_native frees it). pool may be NULL: the
+ *  pool that allocated ptr, even after every handle to it was destroyed. stream may be NULL: free
+ *  after the work of the streams that used ptr, needing no live stream (for finalisers). Never
+ *  blocks on the device. */
 SP_API sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream);
 /** Declares that work on `stream` uses ptr: a later free (and the helpers) also wait for all work
  *  submitted to `stream` up to that free, also work submitted after this call. pool may be NULL. */
@@ -368,7 +385,10 @@ SP_API sp_status_t sp_pool_record_phase(sp_pool_t pool, const char* name);
  * do not know this memory either: register it with sp_memory_register to use them on it. A native
  * stream must not be destroyed while memory it used may still be reused behind it, unless its
  * handle is never used again (streampool records markers on it when another stream must wait for
- * it). */
+ * it). The two free paths do not mix: sp_pool_deallocate_native refuses memory of
+ * sp_pool_allocate, and sp_pool_deallocate refuses memory of sp_pool_allocate_native
+ * (STREAMPOOL_STATUS_INVALID_ARGUMENT naming the pointer and the free to use; nothing is freed).
+ * On the host backend a native stream that is not a queue of the pool's device is refused. */
 
 SP_API sp_status_t sp_pool_allocate_native(sp_pool_t pool, size_t size, void* native_stream,
                                            void** ptr);
@@ -381,9 +401,12 @@ SP_API sp_status_t sp_pool_record_use_native(sp_pool_t pool, void* ptr, void* na
  *  a finalizer, without waiting): streampool records a last marker on it, forgets its wrappers
  *  (on every device) and never touches the handle again. It does not wait. The owner may destroy
  *  the stream as soon as this returns, and the handle's value may then name a new stream. Memory
- *  the stream used waits for that marker. `released` (may be NULL): how many wrappers there were
- *  (0: streampool did not know the handle; nothing to do). 0, 1 and 2, CUDA's legacy and
- *  per-thread default streams, are never destroyed: STREAMPOOL_STATUS_INVALID_ARGUMENT. */
+ *  the stream used waits for that marker. Calls in flight on the handle on other threads finish
+ *  on the old wrapper before this returns; calls after it wrap the handle anew. `released` (may
+ *  be NULL): how many wrappers there were (0: streampool did not know the handle; nothing to
+ *  do). 0, 1 and 2, CUDA's legacy and per-thread default streams, are never destroyed:
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT; so is a release from inside a call on this handle on this
+ *  thread (a reclaim hook: it would wait for itself), which changes nothing. */
 SP_API sp_status_t sp_native_stream_release(void* native_stream, size_t* released);
 
 /* ---- the PyTorch plug-in (docs/torch.md; Python: streampool.torch.enable()) ------------------ */
@@ -427,7 +450,8 @@ SP_API sp_status_t sp_torch_record_start(int device, const char* path);
  * sp_pool_allocate_native or the PyTorch plug-in; a foreign pointer) gives
  * STREAMPOOL_STATUS_INVALID_ARGUMENT, with the function, the pointer and the byte count in the
  * message, and nothing is submitted. A device copy between overlapping ranges is refused too.
- * 0 bytes is a no-op and checks no pointer. Host pointers (src of sp_memcpy_to_device, dst of
+ * 0 bytes is a no-op and checks no pointer (dst and src may be NULL; the stream handle and
+ * sp_fill's element_size are checked). Host pointers (src of sp_memcpy_to_device, dst of
  * sp_memcpy_to_host) are not checked: they must be valid for `bytes`.
  * Cost: one lookup in an ordered map under one mutex per device pointer, on these helpers only
  * (sp_pool_allocate and sp_pool_deallocate already keep the map; the *_native calls bypass it). */

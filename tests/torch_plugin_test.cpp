@@ -33,8 +33,8 @@ struct plugin {
   sp_pool_t handle = nullptr;
   plugin() { EXPECT_EQ(sp_torch_pool(0, &handle), STREAMPOOL_STATUS_SUCCESS); }
   ~plugin() { sp_pool_destroy(handle); }
-  sp::pool& pool() const { return handle->p; }
-  sp::device dev() const { return handle->p.get_device(); }
+  sp::pool pool() const { return sp::c_api::pool_behind(handle); }
+  sp::device dev() const { return pool().get_device(); }
 };
 
 std::size_t violations(const sp::device& d) { return sp::host_violations(d.get_backend()).size(); }

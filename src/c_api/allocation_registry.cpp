@@ -53,8 +53,11 @@ known_range::known_range(void* base, std::size_t bytes, std::uint64_t device,
   if (first != nullptr) users.push_back(std::move(first));
 }
 
-allocation::allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first)
-    : known_range(base, bytes, p.device_id(), std::move(first), true), owner(std::move(p)) {}
+allocation::allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first,
+                       std::shared_ptr<std::atomic<std::size_t>> live)
+    : known_range(base, bytes, p.device_id(), std::move(first), true),
+      owner(std::move(p)),
+      pool_live(std::move(live)) {}
 
 void known_range::add_user_locked(const std::shared_ptr<timeline>& line) {
   std::erase_if(users, [](const std::shared_ptr<timeline>& l) { return l->retired(); });
@@ -94,9 +97,24 @@ allocation_registry& allocation_registry::instance() {
   return *r;
 }
 
+std::shared_ptr<std::atomic<std::size_t>> allocation_registry::live_counter(std::uint64_t pool_id) {
+  std::lock_guard lock(mu_);
+  std::weak_ptr<std::atomic<std::size_t>>& slot = counters_[pool_id];
+  std::shared_ptr<std::atomic<std::size_t>> c = slot.lock();
+  if (c == nullptr) {
+    // Pools come and go: drop the entries of those gone before adding one.
+    std::erase_if(counters_,
+                  [&](const auto& e) { return e.first != pool_id && e.second.expired(); });
+    c = std::make_shared<std::atomic<std::size_t>>(0);
+    counters_[pool_id] = c;
+  }
+  return c;
+}
+
 void allocation_registry::insert(std::shared_ptr<allocation> a) {
   std::lock_guard lock(mu_);
   const auto key = reinterpret_cast<std::uintptr_t>(a->ptr);
+  a->pool_live->fetch_add(1, std::memory_order_release);
   live_[key] = std::move(a);
 }
 

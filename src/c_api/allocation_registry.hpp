@@ -28,6 +28,7 @@
 // it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -67,14 +68,23 @@ struct known_range {
 };
 
 struct allocation : known_range {
-  allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first);
+  allocation(pool p, void* base, std::size_t bytes, std::shared_ptr<timeline> first,
+             std::shared_ptr<std::atomic<std::size_t>> live);
 
   pool owner;  // never reassigned; keeps the pool alive while the pointer lives
+  // The owner's count of live allocations in the registry (live_counter), kept by the registry.
+  std::shared_ptr<std::atomic<std::size_t>> pool_live;
 };
 
 class allocation_registry {
  public:
   static allocation_registry& instance();
+
+  /// The count of live allocations of pool `pool_id` in the registry, shared by every handle of
+  /// the pool (pool_payload): while it is 0, memory that sp_pool_deallocate_native is given
+  /// cannot be a registered allocation, and the native free skips the lookup (issue 45, finding
+  /// 3). Made on first use; gone with the last handle and allocation of the pool.
+  [[nodiscard]] std::shared_ptr<std::atomic<std::size_t>> live_counter(std::uint64_t pool_id);
 
   void insert(std::shared_ptr<allocation> a);
   /// The allocation starting exactly at p, or nullptr.
@@ -93,6 +103,7 @@ class allocation_registry {
     accept(*it->second);  // throws to refuse
     std::shared_ptr<allocation> a = std::move(it->second);
     live_.erase(it);
+    a->pool_live->fetch_sub(1, std::memory_order_release);
     return a;
   }
 
@@ -106,8 +117,9 @@ class allocation_registry {
   std::shared_ptr<known_range> remove_registration(const void* p);
 
  private:
-  mutable std::mutex mu_;  // guards live_ and registered_
+  mutable std::mutex mu_;  // guards live_, registered_ and counters_
   std::map<std::uintptr_t, std::shared_ptr<allocation>> live_;
+  std::map<std::uint64_t, std::weak_ptr<std::atomic<std::size_t>>> counters_;  // by pool id
   std::map<std::uintptr_t, std::shared_ptr<known_range>> registered_;
 };
 

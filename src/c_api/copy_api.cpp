@@ -25,7 +25,10 @@ using streampool::c_api::allocation_registry;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::known_range;
+using streampool::c_api::pinned;
 using streampool::c_api::require;
+using streampool::c_api::stream_of;
+using streampool::c_api::stream_payload;
 using streampool::detail::format;
 using streampool::detail::format_ptr;
 
@@ -33,7 +36,7 @@ namespace {
 
 // The known range holding all of [p, p + bytes) (bytes > 0), usable from `stream`; throws
 // error{INVALID_ARGUMENT} naming the function, the pointer and the byte count otherwise.
-std::shared_ptr<known_range> checked(sp_stream_t stream, const void* p, std::size_t bytes,
+std::shared_ptr<known_range> checked(const stream_payload& stream, const void* p, std::size_t bytes,
                                      const char* function) {
   std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(p);
   if (r == nullptr) {
@@ -51,7 +54,7 @@ std::shared_ptr<known_range> checked(sp_stream_t stream, const void* p, std::siz
                 format("streampool: %s: %zu bytes at offset %zu overrun %s %s of %zu bytes",
                        function, bytes, offset, what, format_ptr(r->ptr).c_str(), r->size)};
   }
-  const std::uint64_t got = stream->s.get_device().id();
+  const std::uint64_t got = stream.s.get_device().id();
   if (r->device_id != got) {
     throw error{
         STREAMPOOL_STATUS_INVALID_ARGUMENT,
@@ -64,12 +67,18 @@ std::shared_ptr<known_range> checked(sp_stream_t stream, const void* p, std::siz
 
 // Makes `stream` ordered after every other stream's helper work on `r`, and records `stream` as a
 // user of it (so that a later free, or the next helper elsewhere, waits for this work).
-void acquire(sp_stream_t stream, known_range& r) { r.acquire(stream->s.ref()); }
+void acquire(const stream_payload& stream, known_range& r) { r.acquire(stream.s.ref()); }
 
-void check_args(sp_stream_t stream, const void* dst, const void* src, const char* function) {
-  require(stream, function, "stream");
-  require(dst, function, "dst");
-  require(src, function, "src");
+// The stream, pinned; with bytes > 0, dst and src must not be NULL. (0 bytes is a no-op that
+// checks no pointer, as the header says; the stream is a handle, checked always.)
+pinned<stream_payload> check_args(sp_stream_t stream, const void* dst, const void* src,
+                                  std::size_t bytes, const char* function) {
+  pinned<stream_payload> s = stream_of(stream, function);
+  if (bytes != 0) {
+    require(dst, function, "dst");
+    require(src, function, "src");
+  }
+  return s;
 }
 
 }  // namespace
@@ -78,33 +87,33 @@ extern "C" {
 
 sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
   return guarded([&] {
-    check_args(stream, dst, src, "sp_memcpy_to_device");
+    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_to_device");
     if (bytes == 0) return;
-    acquire(stream, *checked(stream, dst, bytes, "sp_memcpy_to_device"));
+    acquire(*s, *checked(*s, dst, bytes, "sp_memcpy_to_device"));
     // src_is_host: the backend stages the source before submit returns.
-    stream->s.ref().submit(
+    s->s.ref().submit(
         streampool::command::make(streampool::copy_command{dst, src, bytes, true, false}));
   });
 }
 
 sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
   return guarded([&] {
-    check_args(stream, dst, src, "sp_memcpy_to_host");
+    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_to_host");
     if (bytes == 0) return;
-    acquire(stream, *checked(stream, src, bytes, "sp_memcpy_to_host"));
-    stream->s.ref().submit(
+    acquire(*s, *checked(*s, src, bytes, "sp_memcpy_to_host"));
+    s->s.ref().submit(
         streampool::command::make(streampool::copy_command{dst, src, bytes, false, true}));
-    stream->s.synchronize();
+    s->s.synchronize();
   });
 }
 
 sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
   return guarded([&] {
-    check_args(stream, dst, src, "sp_memcpy_device");
+    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_device");
     if (bytes == 0) return;
     // Both checked before either is acquired: a refused call changes nothing.
-    const std::shared_ptr<known_range> from = checked(stream, src, bytes, "sp_memcpy_device");
-    const std::shared_ptr<known_range> to = checked(stream, dst, bytes, "sp_memcpy_device");
+    const std::shared_ptr<known_range> from = checked(*s, src, bytes, "sp_memcpy_device");
+    const std::shared_ptr<known_range> to = checked(*s, dst, bytes, "sp_memcpy_device");
     const auto s0 = reinterpret_cast<std::uintptr_t>(src);
     const auto d0 = reinterpret_cast<std::uintptr_t>(dst);
     // Both ranges lie inside known memory, so the sums cannot wrap. An overlapping copy is
@@ -115,9 +124,9 @@ sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, siz
                          "destination overlap",
                          bytes, format_ptr(src).c_str(), format_ptr(dst).c_str())};
     }
-    acquire(stream, *from);
-    acquire(stream, *to);
-    stream->s.ref().submit(
+    acquire(*s, *from);
+    acquire(*s, *to);
+    s->s.ref().submit(
         streampool::command::make(streampool::copy_command{dst, src, bytes, false, false}));
   });
 }
@@ -125,21 +134,21 @@ sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, siz
 sp_status_t sp_fill(sp_stream_t stream, void* dst, uint64_t pattern, size_t element_size,
                     size_t count) {
   return guarded([&] {
-    require(stream, "sp_fill", "stream");
-    require(dst, "sp_fill", "dst");
+    const auto s = stream_of(stream, "sp_fill");
     if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8) {
       throw error{
           STREAMPOOL_STATUS_INVALID_ARGUMENT,
           format("streampool: sp_fill: element_size %zu is not 1, 2, 4 or 8", element_size)};
     }
-    if (count == 0) return;
+    if (count == 0) return;  // checks no pointer (the header's promise)
+    require(dst, "sp_fill", "dst");
     if (count > SIZE_MAX / element_size) {
       throw error{
           STREAMPOOL_STATUS_INVALID_ARGUMENT,
           format("streampool: sp_fill: %zu elements of %zu bytes overflow", count, element_size)};
     }
-    acquire(stream, *checked(stream, dst, count * element_size, "sp_fill"));
-    stream->s.ref().submit(
+    acquire(*s, *checked(*s, dst, count * element_size, "sp_fill"));
+    s->s.ref().submit(
         streampool::command::make(streampool::fill_command{dst, pattern, element_size, count}));
   });
 }

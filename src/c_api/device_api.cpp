@@ -23,8 +23,13 @@
 #define SP_C_API_LEVEL_ZERO 1
 #endif
 
+using streampool::c_api::add_device;
+using streampool::c_api::destroy_handle;
+using streampool::c_api::device_of;
+using streampool::c_api::device_payload;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::handle_kind;
 using streampool::c_api::host_options_abi;
 using streampool::c_api::require;
 using streampool::c_api::version_to_read;
@@ -77,7 +82,8 @@ sp_status_t create_gpu_device(const gpu_runtime& r, int ordinal, sp_device_t* de
                       ": not available (this build has no " + r.name + " backend)"};
     }
     // make() names the reason (no runtime, no such device) in a backend_error of that kind.
-    *device = new sp_device_s{streampool::device(r.make(ordinal))};
+    *device = add_device(
+        std::make_unique<device_payload>(device_payload{streampool::device(r.make(ordinal))}));
   });
 }
 
@@ -123,7 +129,8 @@ sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t*
       o.device_wait = options->device_wait != 0;
       o.virtual_memory = options->virtual_memory != 0;
     }
-    *device = new sp_device_s{streampool::device(streampool::make_host_backend(o))};
+    *device = add_device(std::make_unique<device_payload>(
+        device_payload{streampool::device(streampool::make_host_backend(o))}));
   });
 }
 
@@ -144,43 +151,42 @@ sp_status_t sp_level_zero_device_count(int* count) {
 
 sp_status_t sp_device_destroy(sp_device_t device) {
   return guarded([&] {
-    require(device, "sp_device_destroy", "device");
     // Streams, pools and allocations hold the device state themselves: this only drops a handle.
-    delete device;
+    destroy_handle<device_payload>(handle_kind::device, device, "sp_device_destroy", "device",
+                                   [](device_payload&) {});
   });
 }
 
 sp_status_t sp_device_id(sp_device_t device, uint64_t* id) {
   return guarded([&] {
-    require(device, "sp_device_id", "device");
+    const auto d = device_of(device, "sp_device_id");
     require(id, "sp_device_id", "id");
-    *id = device->dev.id();
+    *id = d->dev.id();
   });
 }
 
 sp_status_t sp_device_backend_name(sp_device_t device, const char** name) {
   return guarded([&] {
-    require(device, "sp_device_backend_name", "device");
+    const auto d = device_of(device, "sp_device_backend_name");
     require(name, "sp_device_backend_name", "name");
-    *name = device->dev.get_backend().name().c_str();
+    *name = d->dev.get_backend().name().c_str();
   });
 }
 
 sp_status_t sp_device_violation_count(sp_device_t device, size_t* count) {
   return guarded([&] {
-    require(device, "sp_device_violation_count", "device");
+    const auto d = device_of(device, "sp_device_violation_count");
     require(count, "sp_device_violation_count", "count");
-    *count =
-        is_host(device->dev) ? streampool::host_violations(device->dev.get_backend()).size() : 0;
+    *count = is_host(d->dev) ? streampool::host_violations(d->dev.get_backend()).size() : 0;
   });
 }
 
 sp_status_t sp_device_violation_message(sp_device_t device, size_t index, const char** text) {
   return guarded([&] {
-    require(device, "sp_device_violation_message", "device");
+    const auto d = device_of(device, "sp_device_violation_message");
     require(text, "sp_device_violation_message", "text");
     std::vector<std::string> v;
-    if (is_host(device->dev)) v = streampool::host_violations(device->dev.get_backend());
+    if (is_host(d->dev)) v = streampool::host_violations(d->dev.get_backend());
     if (index >= v.size()) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   "streampool: sp_device_violation_message: index " + std::to_string(index) +
@@ -193,9 +199,9 @@ sp_status_t sp_device_violation_message(sp_device_t device, size_t index, const 
 
 sp_status_t sp_device_upstream_bytes(sp_device_t device, size_t* bytes) {
   return guarded([&] {
-    require(device, "sp_device_upstream_bytes", "device");
+    const auto d = device_of(device, "sp_device_upstream_bytes");
     require(bytes, "sp_device_upstream_bytes", "bytes");
-    *bytes = streampool::host_allocated_bytes(device->dev.get_backend());
+    *bytes = streampool::host_allocated_bytes(d->dev.get_backend());
   });
 }
 

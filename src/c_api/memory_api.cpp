@@ -17,10 +17,12 @@
 #include "streampool/timeline.hpp"
 
 using streampool::c_api::allocation_registry;
+using streampool::c_api::device_of;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::known_range;
 using streampool::c_api::require;
+using streampool::c_api::stream_of;
 using streampool::detail::format;
 using streampool::detail::format_ptr;
 
@@ -54,7 +56,7 @@ extern "C" {
 
 sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t bytes) {
   return guarded([&] {
-    require(device, "sp_memory_register", "device");
+    const auto d = device_of(device, "sp_memory_register");
     require(ptr, "sp_memory_register", "ptr");
     if (bytes == 0) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
@@ -69,7 +71,7 @@ sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t bytes) {
                          bytes, format_ptr(ptr).c_str())};
     }
     allocation_registry::instance().add_registration(
-        std::make_shared<known_range>(ptr, bytes, device->dev.id(), nullptr, false));
+        std::make_shared<known_range>(ptr, bytes, d->dev.id(), nullptr, false));
   });
 }
 
@@ -84,16 +86,16 @@ sp_status_t sp_memory_unregister(void* ptr) {
 
 sp_status_t sp_memory_acquire(sp_stream_t stream, void* ptr) {
   return guarded([&] {
-    require(stream, "sp_memory_acquire", "stream");
-    known(ptr, stream->s.get_device().id(), "sp_memory_acquire")->acquire(stream->s.ref());
+    const auto s = stream_of(stream, "sp_memory_acquire");
+    known(ptr, s->s.get_device().id(), "sp_memory_acquire")->acquire(s->s.ref());
   });
 }
 
 sp_status_t sp_memory_acquire_native(sp_device_t device, void* ptr, void* native_stream) {
   return guarded([&] {
-    require(device, "sp_memory_acquire_native", "device");
-    known(ptr, device->dev.id(), "sp_memory_acquire_native")
-        ->acquire(streampool::c_api::native_stream(device->dev, native_stream));
+    const auto d = device_of(device, "sp_memory_acquire_native");
+    const std::shared_ptr<known_range> r = known(ptr, d->dev.id(), "sp_memory_acquire_native");
+    r->acquire(streampool::c_api::native_stream(d->dev, native_stream, "sp_memory_acquire_native"));
   });
 }
 

@@ -9,13 +9,26 @@
 #include "streampool/error.hpp"
 #include "struct_size.hpp"
 
+using streampool::c_api::add_pool;
 using streampool::c_api::allocation;
 using streampool::c_api::allocation_registry;
+using streampool::c_api::destroy_handle;
+using streampool::c_api::device_of;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::handle_kind;
+using streampool::c_api::optional_pool_of;
+using streampool::c_api::optional_stream_of;
+using streampool::c_api::pinned;
+using streampool::c_api::pool_of;
 using streampool::c_api::pool_options_abi;
+using streampool::c_api::pool_payload;
 using streampool::c_api::pool_statistics_abi;
 using streampool::c_api::require;
+using streampool::c_api::stream_of;
+using streampool::c_api::stream_payload;
+using streampool::c_api::this_thread;
+using streampool::c_api::thread_state;
 using streampool::c_api::version_to_read;
 using streampool::c_api::version_to_write;
 using streampool::detail::format;
@@ -28,8 +41,8 @@ unsigned long long pool_id(const streampool::pool& p) {
   return static_cast<unsigned long long>(p.id());
 }
 
-void check_pool(const allocation& a, sp_pool_t pool, const char* function) {
-  if (pool != nullptr && !(a.owner == pool->p)) {
+void check_pool(const allocation& a, const pinned<pool_payload>& pool, const char* function) {
+  if (pool && !(a.owner == pool->p)) {
     throw error{
         STREAMPOOL_STATUS_INVALID_ARGUMENT,
         format("streampool: %s: pointer %s (%zu bytes) was allocated from another pool "
@@ -38,8 +51,8 @@ void check_pool(const allocation& a, sp_pool_t pool, const char* function) {
   }
 }
 
-void check_stream(const allocation& a, sp_stream_t stream, const char* function) {
-  if (stream == nullptr) return;
+void check_stream(const allocation& a, const pinned<stream_payload>& stream, const char* function) {
+  if (!stream) return;
   // The pool keeps its device id: this works after the device was destroyed.
   const std::uint64_t want = a.owner.device_id();
   const std::uint64_t got = stream->s.get_device().id();
@@ -50,6 +63,24 @@ void check_stream(const allocation& a, sp_stream_t stream, const char* function)
                "stream belongs to device %llu",
                function, format_ptr(a.ptr).c_str(), a.size, static_cast<unsigned long long>(want),
                static_cast<unsigned long long>(got))};
+  }
+}
+
+/// The teardown of a pool handle: the hooks added through it go. Their user data usually dies
+/// with the handle; the pool itself may live on through its live allocations and must not call
+/// them any more.
+void remove_hooks(pool_payload& p) {
+  std::vector<std::uint64_t> hooks;
+  {
+    std::lock_guard lock(p.mu);
+    hooks.swap(p.hooks);
+  }
+  for (std::uint64_t id : hooks) {
+    try {
+      p.p.remove_reclaim_hook(id);
+    } catch (const streampool::logic_error&) {
+      // already removed through sp_pool_remove_reclaim_hook
+    }
   }
 }
 
@@ -78,15 +109,15 @@ sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
 
 sp_status_t sp_device_default_pool(sp_device_t device, sp_pool_t* pool) {
   return guarded([&] {
-    require(device, "sp_device_default_pool", "device");
+    const auto d = device_of(device, "sp_device_default_pool");
     require(pool, "sp_device_default_pool", "pool (the output)");
-    *pool = new sp_pool_s(device->dev.default_pool());
+    *pool = add_pool(d->dev.default_pool());
   });
 }
 
 sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options, sp_pool_t* pool) {
   return guarded([&] {
-    require(device, "sp_pool_create", "device");
+    const auto d = device_of(device, "sp_pool_create");
     require(pool, "sp_pool_create", "pool (the output)");
     streampool::pool_options o;
     if (options != nullptr) {
@@ -103,47 +134,32 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
       if (version >= 3) o.share_between_streams = options->share_between_streams != 0;
       if (version >= 4) o.large_cache_bytes = options->large_cache_bytes;
     }
-    *pool = new sp_pool_s(streampool::pool(device->dev, o));
+    *pool = add_pool(streampool::pool(d->dev, o));
   });
 }
 
 sp_status_t sp_pool_destroy(sp_pool_t pool) {
   return guarded([&] {
-    require(pool, "sp_pool_destroy", "pool");
-    std::vector<std::uint64_t> hooks;
-    {
-      std::lock_guard lock(pool->mu);
-      hooks.swap(pool->hooks);
-    }
-    // The hooks' user data usually dies with the handle; the pool itself may live on through its
-    // live allocations and must not call them any more.
-    for (std::uint64_t id : hooks) {
-      try {
-        pool->p.remove_reclaim_hook(id);
-      } catch (const streampool::logic_error&) {
-        // already removed through sp_pool_remove_reclaim_hook
-      }
-    }
-    delete pool;
+    destroy_handle<pool_payload>(handle_kind::pool, pool, "sp_pool_destroy", "pool", remove_hooks);
   });
 }
 
 sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, void** ptr) {
   return guarded([&] {
-    require(pool, "sp_pool_allocate", "pool");
-    require(stream, "sp_pool_allocate", "stream");
+    thread_state& t = this_thread();
+    const auto p = pool_of(pool, "sp_pool_allocate", "pool", t);
+    const auto s = stream_of(stream, "sp_pool_allocate", "stream", t);
     require(ptr, "sp_pool_allocate", "ptr (the output)");
-    // A copy of the pool handle: reclaim hooks run inside allocate() and may destroy handles.
-    streampool::pool p = pool->p;
-    streampool::stream_ref s = stream->s.ref();
     // No C-layer lock is held here: a reclaim hook may free memory (sp_pool_deallocate) on this
-    // very thread, from inside this allocation.
-    void* mem = p.allocate(s, size);
+    // very thread, from inside this allocation. It may destroy these handles too: the pins defer
+    // that until this call returns (pins.hpp).
+    const streampool::stream_ref ref = s->s.ref();
+    void* mem = p->p.allocate(ref, size);
     try {
       allocation_registry::instance().insert(
-          std::make_shared<allocation>(p, mem, size, stream->s.get_timeline()));
+          std::make_shared<allocation>(p->p, mem, size, s->s.get_timeline(), p->registry_live));
     } catch (...) {
-      p.deallocate(s, mem);
+      p->p.deallocate(ref, mem);
       throw;
     }
     *ptr = mem;
@@ -153,42 +169,57 @@ sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, vo
 sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
   return guarded([&] {
     if (ptr == nullptr) return;  // like free(NULL)
+    thread_state& t = this_thread();
+    const auto p = optional_pool_of(pool, "sp_pool_deallocate", t);
+    const auto s = optional_stream_of(stream, "sp_pool_deallocate", t);
     std::shared_ptr<allocation> a =
         allocation_registry::instance().take_if(ptr, [&](const allocation& x) {
-          check_pool(x, pool, "sp_pool_deallocate");
-          check_stream(x, stream, "sp_pool_deallocate");
+          check_pool(x, p, "sp_pool_deallocate");
+          check_stream(x, s, "sp_pool_deallocate");
         });
     if (a == nullptr) {
-      if (pool != nullptr) {
-        // Not a live allocation of the C layer: the pool names the problem (double free, a
-        // pointer into a block, another pool's pointer), or frees memory the C++ API allocated.
-        if (stream != nullptr) {
-          pool->p.deallocate(stream->s.ref(), ptr);
-        } else {
-          pool->p.deallocate(ptr, std::span<const streampool::token>{});
+      // Not a live allocation of sp_pool_allocate. Memory of the other free path is refused, not
+      // freed: its free is sp_pool_deallocate_native, and a pool has no record of which path made
+      // a block (issue 45, finding 3: each path refuses the other's memory). The pool is asked,
+      // without freeing anything, which of the two it is, and otherwise what is wrong.
+      std::string why = "double free, a pointer into a block, or a foreign pointer";
+      if (p) {
+        bool live = true;
+        try {
+          (void)p->p.block_size(ptr);
+        } catch (const streampool::logic_error& e) {
+          live = false;
+          why += std::string("; the pool says: ") + e.what();
         }
-        return;
+        if (live) {
+          throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                      format("streampool: sp_pool_deallocate: pointer %s is a live block of pool "
+                             "%llu that sp_pool_allocate did not make (sp_pool_allocate_native, "
+                             "the PyTorch plug-in or the C++ API did): free it with "
+                             "sp_pool_deallocate_native; nothing was freed",
+                             format_ptr(ptr).c_str(), pool_id(p->p))};
+        }
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   format("streampool: sp_pool_deallocate: pointer %s is not a live allocation of "
-                         "sp_pool_allocate (double free, a pointer into a block, or a foreign "
-                         "pointer)",
-                         format_ptr(ptr).c_str())};
+                         "sp_pool_allocate (%s; memory of sp_pool_allocate_native is freed by "
+                         "sp_pool_deallocate_native)",
+                         format_ptr(ptr).c_str(), why.c_str())};
     }
-    const streampool::timeline* on = stream != nullptr ? stream->s.get_timeline().get() : nullptr;
+    const streampool::timeline* on = s ? s->s.get_timeline().get() : nullptr;
     std::vector<streampool::token> tokens;
     {
       std::lock_guard lock(a->mu);
       tokens = a->pending_locked(on);
     }
     try {
-      if (stream != nullptr && tokens.empty()) {
+      if (s && tokens.empty()) {
         // Only this stream (or finished ones) used it: the stream-ordered fast path.
-        a->owner.deallocate(stream->s.ref(), ptr);
+        a->owner.deallocate(s->s.ref(), ptr);
       } else {
         // Other streams may still use it: free behind their tokens. Tokens, never streams, so the
         // streams may be destroyed before the memory is reused.
-        if (stream != nullptr) tokens.push_back(stream->s.ref().now());
+        if (s) tokens.push_back(s->s.ref().now());
         // Record a marker for each point (never waits): without one, a later trim() could not
         // learn that an idle stream's point completed, and memory freed here would stay cached
         // through the out-of-memory ladder even though it is free to go back.
@@ -212,12 +243,26 @@ sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
 
 sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream) {
   return guarded([&] {
+    const auto p = optional_pool_of(pool, "sp_pool_record_use");
     require(ptr, "sp_pool_record_use", "ptr");
-    require(stream, "sp_pool_record_use", "stream");
+    const auto s = stream_of(stream, "sp_pool_record_use");
     auto a = allocation_registry::instance().containing(ptr);
     if (a == nullptr) {
-      if (pool != nullptr) {
-        pool->p.record_use(ptr, stream->s.ref());  // names the problem, or C++ memory
+      if (p) {
+        // Memory the C layer has no record of (sp_pool_allocate_native, the PyTorch plug-in):
+        // the pool checks the pointer; the stream's device is checked here, since the pool would
+        // take another device's stream (issue 45, finding 2).
+        const std::uint64_t want = p->p.device_id();
+        const std::uint64_t got = s->s.get_device().id();
+        if (want != got) {
+          throw error{
+              STREAMPOOL_STATUS_INVALID_ARGUMENT,
+              format("streampool: sp_pool_record_use: pointer %s is memory of pool %llu "
+                     "on device %llu, but the stream belongs to device %llu",
+                     format_ptr(ptr).c_str(), pool_id(p->p), static_cast<unsigned long long>(want),
+                     static_cast<unsigned long long>(got))};
+        }
+        p->p.record_use(ptr, s->s.ref());  // names the problem, or memory of the native path
         return;
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
@@ -225,19 +270,20 @@ sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream) {
                          "of sp_pool_allocate",
                          format_ptr(ptr).c_str())};
     }
-    check_pool(*a, pool, "sp_pool_record_use");
-    check_stream(*a, stream, "sp_pool_record_use");
+    check_pool(*a, p, "sp_pool_record_use");
+    check_stream(*a, s, "sp_pool_record_use");
     std::lock_guard lock(a->mu);
-    a->add_user_locked(stream->s.get_timeline());
+    a->add_user_locked(s->s.get_timeline());
   });
 }
 
 sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size) {
   return guarded([&] {
+    const auto p = optional_pool_of(pool, "sp_pool_block_size");
     require(ptr, "sp_pool_block_size", "ptr");
     require(size, "sp_pool_block_size", "size");
-    if (pool != nullptr) {
-      *size = pool->p.block_size(ptr);
+    if (p) {
+      *size = p->p.block_size(ptr);
       return;
     }
     auto a = allocation_registry::instance().find(ptr);
@@ -265,11 +311,11 @@ sp_status_t sp_pool_statistics_set_defaults(sp_pool_statistics_t* statistics) {
 
 sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics) {
   return guarded([&] {
-    require(pool, "sp_pool_get_statistics", "pool");
+    const auto p = pool_of(pool, "sp_pool_get_statistics");
     require(statistics, "sp_pool_get_statistics", "statistics");
     const unsigned version =
         version_to_write(pool_statistics_abi, statistics, "sp_pool_get_statistics");
-    const streampool::pool_statistics st = pool->p.statistics();
+    const streampool::pool_statistics st = p->p.statistics();
     sp_pool_statistics_t& o = *statistics;
     o.live_bytes = st.live_bytes;
     o.cached_bytes = st.cached_bytes;
@@ -300,26 +346,20 @@ sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statist
 }
 
 sp_status_t sp_pool_set_memory_limit(sp_pool_t pool, size_t bytes) {
-  return guarded([&] {
-    require(pool, "sp_pool_set_memory_limit", "pool");
-    streampool::pool p = pool->p;
-    p.set_memory_limit(bytes);
-  });
+  return guarded([&] { pool_of(pool, "sp_pool_set_memory_limit")->p.set_memory_limit(bytes); });
 }
 
 sp_status_t sp_pool_get_memory_limit(sp_pool_t pool, size_t* bytes) {
   return guarded([&] {
-    require(pool, "sp_pool_get_memory_limit", "pool");
+    const auto p = pool_of(pool, "sp_pool_get_memory_limit");
     require(bytes, "sp_pool_get_memory_limit", "bytes");
-    *bytes = pool->p.memory_limit();
+    *bytes = p->p.memory_limit();
   });
 }
 
 sp_status_t sp_pool_trim(sp_pool_t pool, size_t* released_bytes) {
   return guarded([&] {
-    require(pool, "sp_pool_trim", "pool");
-    streampool::pool p = pool->p;
-    const std::size_t n = p.trim();
+    const std::size_t n = pool_of(pool, "sp_pool_trim")->p.trim();
     if (released_bytes != nullptr) *released_bytes = n;
   });
 }
@@ -327,18 +367,18 @@ sp_status_t sp_pool_trim(sp_pool_t pool, size_t* released_bytes) {
 sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, void* user_data,
                                      uint64_t* id) {
   return guarded([&] {
-    require(pool, "sp_pool_add_reclaim_hook", "pool");
+    const auto handle = pool_of(pool, "sp_pool_add_reclaim_hook");
     if (fn == nullptr) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   "streampool: sp_pool_add_reclaim_hook: fn is NULL"};
     }
-    streampool::pool p = pool->p;
+    streampool::pool& p = handle->p;
     // The core calls hooks with no pool lock held, so the hook may free memory of this pool.
     const std::uint64_t hid =
         p.add_reclaim_hook([fn, user_data](std::size_t bytes) { fn(user_data, bytes); });
     try {
-      std::lock_guard lock(pool->mu);
-      pool->hooks.push_back(hid);
+      std::lock_guard lock(handle->mu);
+      handle->hooks.push_back(hid);
     } catch (...) {
       p.remove_reclaim_hook(hid);
       throw;
@@ -349,11 +389,10 @@ sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, void* use
 
 sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id) {
   return guarded([&] {
-    require(pool, "sp_pool_remove_reclaim_hook", "pool");
-    streampool::pool p = pool->p;
-    p.remove_reclaim_hook(id);
-    std::lock_guard lock(pool->mu);
-    std::erase(pool->hooks, id);
+    const auto handle = pool_of(pool, "sp_pool_remove_reclaim_hook");
+    handle->p.remove_reclaim_hook(id);
+    std::lock_guard lock(handle->mu);
+    std::erase(handle->hooks, id);
   });
 }
 

@@ -6,6 +6,7 @@
 
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::pool_of;
 using streampool::c_api::require;
 using streampool::detail::format;
 
@@ -13,36 +14,36 @@ extern "C" {
 
 sp_status_t sp_pool_record_start(sp_pool_t pool, const char* path) {
   return guarded([&] {
-    require(pool, "sp_pool_record_start", "pool");
+    const auto p = pool_of(pool, "sp_pool_record_start");
     require(path, "sp_pool_record_start", "path");
     if (*path == '\0') {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   format("streampool: sp_pool_record_start: path is empty (pool %llu)",
-                         static_cast<unsigned long long>(pool->p.id()))};
+                         static_cast<unsigned long long>(p->p.id()))};
     }
     try {
-      pool->p.start_recording(path);
+      p->p.start_recording(path);
     } catch (const streampool::logic_error& e) {
       // The pool's message names the path and the system's reason; say who asked.
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   format("sp_pool_record_start (pool %llu): %s",
-                         static_cast<unsigned long long>(pool->p.id()), e.what())};
+                         static_cast<unsigned long long>(p->p.id()), e.what())};
     }
   });
 }
 
 sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events) {
   return guarded([&] {
-    require(pool, "sp_pool_record_stop", "pool");
+    const auto p = pool_of(pool, "sp_pool_record_stop");
     std::uint64_t n = 0;
     try {
-      n = pool->p.stop_recording();
+      n = p->p.stop_recording();
     } catch (const streampool::logic_error& e) {
       // Writing the file failed (a full disk), or lines are missing (host memory ran out): no
       // broken precondition, and the recording is closed all the same.
       throw error{STREAMPOOL_STATUS_INTERNAL,
                   format("sp_pool_record_stop (pool %llu): %s",
-                         static_cast<unsigned long long>(pool->p.id()), e.what())};
+                         static_cast<unsigned long long>(p->p.id()), e.what())};
     }
     if (events != nullptr) *events = n;
   });
@@ -50,9 +51,9 @@ sp_status_t sp_pool_record_stop(sp_pool_t pool, uint64_t* events) {
 
 sp_status_t sp_pool_record_phase(sp_pool_t pool, const char* name) {
   return guarded([&] {
-    require(pool, "sp_pool_record_phase", "pool");
+    const auto p = pool_of(pool, "sp_pool_record_phase");
     require(name, "sp_pool_record_phase", "name");
-    pool->p.record_phase(name);
+    p->p.record_phase(name);
   });
 }
 

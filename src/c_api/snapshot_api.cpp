@@ -6,6 +6,7 @@
 #include "streampool/snapshot.hpp"
 
 using streampool::c_api::guarded;
+using streampool::c_api::pool_of;
 using streampool::c_api::require;
 
 namespace {
@@ -18,9 +19,9 @@ extern "C" {
 
 sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size_t* length) {
   return guarded([&] {
-    require(pool, "sp_pool_snapshot_json", "pool");
+    const auto p = pool_of(pool, "sp_pool_snapshot_json");
     require(json, "sp_pool_snapshot_json", "json");
-    snapshot_text = streampool::to_json(pool->p.snapshot());
+    snapshot_text = streampool::to_json(p->p.snapshot());
     *json = snapshot_text.c_str();
     if (length != nullptr) *length = snapshot_text.size();
   });

@@ -35,6 +35,7 @@
 #include <mutex>
 #include <string>
 
+#include "allocation_registry.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
 #include "streampool/error.hpp"
@@ -58,6 +59,9 @@ namespace sp = streampool;
 struct plugin_device {
   sp::device dev;
   sp::pool pool;
+  // The pool's count of live sp_pool_allocate allocations (sp_torch_pool's handle can make
+  // them): a free of such memory is refused, as sp_pool_deallocate_native refuses it.
+  std::shared_ptr<std::atomic<std::size_t>> registry_live;
 };
 
 constexpr int max_devices = 64;
@@ -112,7 +116,7 @@ std::string trace_file(const char* path, int nth, int ordinal) {
 /// backend has one (the host backend of the tests has none: streams count from 0 there).
 void start_recording(plugin_device& d, const std::string& path) {
   if (sp::c_api::wrappable_queue(d.dev, nullptr) != nullptr) {
-    d.pool.start_recording(path, sp::c_api::native_stream(d.dev, nullptr));
+    d.pool.start_recording(path, sp::c_api::native_stream(d.dev, nullptr, "sp_torch_record_start"));
   } else {
     d.pool.start_recording(path);
   }
@@ -146,15 +150,24 @@ plugin_device& device_for(int ordinal) {
   if (plugin_device* d = slot.load(std::memory_order_relaxed)) return *d;
   sp::device dev(make_backend(ordinal));
   // Deliberately leaked: PyTorch frees tensors from static destructors, after ours would run.
-  auto* d = new plugin_device{dev, sp::pool(dev, plugin_options())};
+  sp::pool pool(dev, plugin_options());
+  auto live = sp::c_api::allocation_registry::instance().live_counter(pool.id());
+  auto* d = new plugin_device{dev, std::move(pool), std::move(live)};
   start_env_trace(*d, ordinal);
   slot.store(d, std::memory_order_release);
   return *d;
 }
 
-sp::stream_ref stream_on(plugin_device& d, void* native) {
-  return sp::c_api::native_stream_of(d.dev.id(), native,
-                                     [&]() -> const sp::device& { return d.dev; });
+sp::c_api::pinned_stream stream_on(plugin_device& d, void* native, const char* function) {
+  try {
+    return sp::c_api::native_stream_of(
+        sp::c_api::this_thread(), d.dev.id(), native, [&]() -> const sp::device& { return d.dev; },
+        function);
+  } catch (const error& e) {
+    // The C layer's own error (a native stream the backend refuses) is no std::exception: PyTorch
+    // turns only those into Python exceptions.
+    throw sp::logic_error(e.message);
+  }
 }
 
 /// The plug-in device whose pool owns p, or nullptr.
@@ -167,7 +180,15 @@ plugin_device* owner_of(const void* p) {
 }
 
 void free_on(plugin_device& d, void* ptr, void* native) {
-  sp::stream_ref s = stream_on(d, native);
+  if (d.registry_live->load(std::memory_order_acquire) != 0 &&
+      sp::c_api::allocation_registry::instance().find(ptr) != nullptr) {
+    throw sp::logic_error(sp::detail::format(
+        "%s was allocated by sp_pool_allocate (through sp_torch_pool): free it with "
+        "sp_pool_deallocate; nothing was freed",
+        sp::detail::format_ptr(ptr).c_str()));
+  }
+  const sp::c_api::pinned_stream pinned = stream_on(d, native, "sp_torch_free");
+  const sp::stream_ref s = pinned;
   // CU_STREAM_PER_THREAD; the handle first, so that the common free compares no string.
   const bool per_thread =
       reinterpret_cast<std::uintptr_t>(native) == 0x2 && d.dev.get_backend().name() == "cuda";
@@ -218,7 +239,7 @@ extern "C" {
 
 SP_API void* sp_torch_malloc(size_t size, int device, void* stream) {
   plugin_device& d = device_for(device);
-  return d.pool.allocate(stream_on(d, stream), size);
+  return d.pool.allocate(stream_on(d, stream, "sp_torch_malloc"), size);
 }
 
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
@@ -239,7 +260,7 @@ SP_API void sp_torch_record_stream(void* ptr, void* stream) {
                                         sp::detail::format_ptr(ptr).c_str()));
   // What the stream queues until the free, like PyTorch's own allocator (which records its
   // events at the free): record_stream usually comes before the work that reads the tensor.
-  d->pool.record_use(ptr, stream_on(*d, stream));
+  d->pool.record_use(ptr, stream_on(*d, stream, "sp_torch_record_stream"));
 }
 
 SP_API void sp_torch_empty_cache(void) {
@@ -280,7 +301,7 @@ SP_API sp_status_t sp_torch_set_conservative(int on) {
 SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool) {
   return guarded([&] {
     require(pool, "sp_torch_pool", "pool (the output)");
-    *pool = new sp_pool_s(device_for(device).pool);
+    *pool = sp::c_api::add_pool(device_for(device).pool);
   });
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -207,14 +208,32 @@ class host_backend final : public backend {
     q->vc.assign(q->index + 1, 0);
     q->rng.seed(options_.seed * 0x9E3779B97F4A7C15ull + q->index);
     q->worker = std::thread([this, q] { run(*q); });
+    std::lock_guard lock(queues_mu_);
+    queues_.insert(q);
     return q;
   }
 
   void do_destroy_queue(native_queue nq) noexcept override {
     auto* q = static_cast<host_queue*>(nq);
+    {
+      std::lock_guard lock(queues_mu_);
+      queues_.erase(q);
+    }
     push(*q, task{task::stop{}});
     q->worker.join();
     delete q;
+  }
+
+  /// Refuses a queue this backend did not make, or destroyed: a wrapped "native stream" may be any
+  /// value a caller passed (the C ABI's sp_stream_wrap and *_native calls), and it is first used
+  /// here, when a marker is recorded on it (streampool::c_api checks a new wrapper this way). A
+  /// lookup under a lock, on record only: submissions and waits go to queues a record vetted.
+  void check_queue(native_queue nq) const {
+    std::lock_guard lock(queues_mu_);
+    STREAMPOOL_EXPECTS(queues_.contains(static_cast<host_queue*>(nq)),
+                       detail::format("host backend: %s is not a live queue of this backend "
+                                      "(another host device's, a destroyed one, or no queue)",
+                                      detail::format_ptr(nq).c_str()));
   }
 
   void do_submit(native_queue nq, const command& c) override {
@@ -228,6 +247,7 @@ class host_backend final : public backend {
   }
 
   native_marker do_record(native_queue nq) override {
+    check_queue(nq);
     auto m = std::make_shared<host_marker>();
     auto& q = *static_cast<host_queue*>(nq);
     {
@@ -366,6 +386,8 @@ class host_backend final : public backend {
   host_options options_;
   std::atomic<std::size_t> allocated_{0};
   std::atomic<std::size_t> next_queue_{0};
+  mutable std::mutex queues_mu_;                  // guards queues_
+  std::unordered_set<const host_queue*> queues_;  // the live queues this backend made
   detail::race_checker checker_;
 };
 
