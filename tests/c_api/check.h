@@ -4,6 +4,7 @@
 #define STREAMPOOL_TESTS_C_API_CHECK_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "streampool.h"
 
@@ -27,6 +28,32 @@ static int failures = 0;
       ++failures;                                                         \
     }                                                                     \
   } while (0)
+
+/* A call that must fail with INVALID_ARGUMENT and a message containing every non-NULL needle. */
+#define REFUSED(call, n1, n2, n3)                                                                  \
+  do {                                                                                             \
+    sp_status_t st_ = (call);                                                                      \
+    const char* m_ = sp_last_error_message();                                                      \
+    if (st_ != STREAMPOOL_STATUS_INVALID_ARGUMENT || !contains(m_, (n1)) || !contains(m_, (n2)) || \
+        !contains(m_, (n3))) {                                                                     \
+      fprintf(stderr, "%s:%d: %s -> %s '%s', expected INVALID_ARGUMENT with '%s' '%s' '%s'\n",     \
+              __FILE__, __LINE__, #call, sp_status_string(st_), m_, or_empty(n1), or_empty(n2),    \
+              or_empty(n3));                                                                       \
+      ++failures;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static inline int contains(const char* text, const char* needle) {
+  return needle == NULL || strstr(text, needle) != NULL;
+}
+
+static inline const char* or_empty(const char* s) { return s != NULL ? s : ""; }
+
+/* The pointer as the library prints it (%p). */
+static inline const char* ptr_text(const void* p, char* buf, size_t n) {
+  snprintf(buf, n, "%p", p);
+  return buf;
+}
 
 /* A host device with the race detector on; `max_delay_us` > 0 makes unordered reuse overlap. */
 static sp_device_t checking_device_with_delay(unsigned max_delay_us) {

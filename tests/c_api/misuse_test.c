@@ -13,32 +13,6 @@
 #include "check.h"
 #include "streampool.h"
 
-/* A call that must fail with INVALID_ARGUMENT and a message containing every non-NULL needle. */
-#define REFUSED(call, n1, n2, n3)                                                                  \
-  do {                                                                                             \
-    sp_status_t st_ = (call);                                                                      \
-    const char* m_ = sp_last_error_message();                                                      \
-    if (st_ != STREAMPOOL_STATUS_INVALID_ARGUMENT || !contains(m_, (n1)) || !contains(m_, (n2)) || \
-        !contains(m_, (n3))) {                                                                     \
-      fprintf(stderr, "%s:%d: %s -> %s '%s', expected INVALID_ARGUMENT with '%s' '%s' '%s'\n",     \
-              __FILE__, __LINE__, #call, sp_status_string(st_), m_, or_empty(n1), or_empty(n2),    \
-              or_empty(n3));                                                                       \
-      ++failures;                                                                                  \
-    }                                                                                              \
-  } while (0)
-
-static int contains(const char* text, const char* needle) {
-  return needle == NULL || strstr(text, needle) != NULL;
-}
-
-static const char* or_empty(const char* s) { return s != NULL ? s : ""; }
-
-/* The pointer as the library prints it (%p). */
-static const char* ptr_text(const void* p, char* buf, size_t n) {
-  snprintf(buf, n, "%p", p);
-  return buf;
-}
-
 static sp_device_t checking_device(void) { return checking_device_with_delay(0); }
 
 /* Freed memory that the pool has not handed out again is still mapped, which is exactly why a

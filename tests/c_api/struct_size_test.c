@@ -98,6 +98,7 @@ static void expect_refused(const char* call, int line, sp_status_t status,
     ++failures;
   }
 }
+#undef REFUSED /* check.h's takes three needles; this one any number */
 #define REFUSED(call, ...) \
   expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
 
