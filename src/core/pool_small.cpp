@@ -337,23 +337,29 @@ void pool_state::deallocate(stream_ref s, void* p) {
   // byte changes (the allocation log, a bad pointer, poisoning) starts over on the full path,
   // deallocate_general(); after it, deallocate_chunk()'s own ways are taken. A large block goes to
   // deallocate_large_on(), a tail call too.
-  if (!recorder_.on() && s.get_device().id() == device_id_) [[likely]] {
+  //   Another device's stream never gets past the cache lookup: a timeline holds a cache of this
+  // pool only once a call with its stream passed the device check (allocate, deallocate_general,
+  // deallocate_large_on), so a stream without one starts over on the full path, which checks
+  // before anything changes. That keeps the check's loads off this path.
+  if (!recorder_.on()) [[likely]] {
     segment* seg = map_.find(p);
     if (seg != nullptr && seg->kind == segment_kind::slab && !options_.poison_on_free) [[likely]] {
       auto& sl = static_cast<slab&>(*seg);
       const std::size_t i = sl.index_of(p);
-      if (sl.chunk_at(i) == p) [[likely]] {
+      timeline& line = s.get_timeline();
+      stream_cache* c = access::first_cache(line, id_);
+      if (sl.chunk_at(i) == p && c != nullptr) [[likely]] {
         const std::uint8_t old = free_state(sl.state(i));
         if (old != chunk_live) [[unlikely]]
           return deallocate_chunk_rest(sl, p, old, s);
-        timeline& line = s.get_timeline();
-        stream_cache* c = access::first_cache(line, id_);
-        if (c != nullptr && c->push_biased(sl.size_class, sl.chunk_size, {p, &sl, line.current()}))
-            [[likely]] {
+        // Read before the push: once the chunk is in the cache, a trim on another thread may
+        // take it and give its slab back.
+        const std::size_t bytes = sl.chunk_size;
+        if (c->push_biased(sl.size_class, bytes, {p, &sl, line.current()})) [[likely]] {
           // Biased to this thread: the owner's cell is this thread's (live_cell.hpp).
           live_cell& cell = c->owner_cell();
           const std::int64_t d =
-              cell.delta.load(std::memory_order_relaxed) - static_cast<std::int64_t>(sl.chunk_size);
+              cell.delta.load(std::memory_order_relaxed) - static_cast<std::int64_t>(bytes);
           if (d <= -live_cell::flush_bytes) [[unlikely]] {
             cell.delta.store(0, std::memory_order_relaxed);
             return add_live(d);
@@ -372,6 +378,8 @@ void pool_state::deallocate(stream_ref s, void* p) {
 }
 
 void pool_state::deallocate_large_on(stream_ref s, large_range& r, void* p) {
+  if (s.get_device().id() != device_id_) [[unlikely]]
+    foreign_stream(s, p, "deallocate");
   deallocate_large(r, p, {}, &s);
 }
 
@@ -430,8 +438,9 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   const std::size_t cls = sl.size_class;
   // What a bin spills goes where other streams can use it, with its token: to its own class's
   // list (the spilling bin may be another class's, the fullest).
-  cache_of(line).push(cls, sl.chunk_size, {p, &sl, line.current()}, spiller());
-  count_small_here(-static_cast<std::int64_t>(sl.chunk_size));
+  const std::size_t bytes = sl.chunk_size;  // before the push, as in deallocate()
+  cache_of(line).push(cls, bytes, {p, &sl, line.current()}, spiller());
+  count_small_here(-static_cast<std::int64_t>(bytes));
 }
 
 bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stream_ref* s,
