@@ -35,10 +35,7 @@ void pool_state::forget_cache(const stream_cache& c) {
       std::find_if(caches_.begin(), caches_.end(),
                    [&](const std::shared_ptr<stream_cache>& x) { return x.get() == &c; });
   if (it == caches_.end()) return;  // forgotten already (a trim, a new stream)
-  allocations_ += c.allocations();
-  deallocations_ += c.deallocations();
-  same_stream_reuses_folded_ += c.allocations();
-  cache_contention_folded_ += c.contended();
+  fold_cache_counters_locked(c);
   caches_.erase(it);
 }
 

@@ -117,14 +117,17 @@ void pool_state::note_peak(std::int64_t pending) noexcept {
   // peaks, reserved bytes at growths), so the fast path shares no written cache line; a store
   // only at a new peak.
   std::int64_t live = live_.load(std::memory_order_relaxed) + pending;
-  if (live <= 0) return;
-  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
-  if (static_cast<std::size_t>(live) <= peak) return;
+  if (live <= 0 || static_cast<std::size_t>(live) <= peak_live_.load(std::memory_order_relaxed))
+    return;
   live = std::min<std::int64_t>(live, static_cast<std::int64_t>(reserved_now_.load()));
-  while (static_cast<std::size_t>(live) > peak &&
-         !peak_live_.compare_exchange_weak(peak, static_cast<std::size_t>(live),
-                                           std::memory_order_relaxed)) {
+  (void)raise_peak(static_cast<std::size_t>(live));
+}
+
+std::size_t pool_state::raise_peak(std::size_t live) const noexcept {
+  std::size_t peak = peak_live_.load(std::memory_order_relaxed);
+  while (live > peak && !peak_live_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
+  return std::max(peak, live);
 }
 
 // ---- allocation -------------------------------------------------------------------------------

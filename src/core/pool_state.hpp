@@ -273,6 +273,10 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// bytes reserved, which every live byte lies in (another thread's negative delta, not yet
   /// added, would otherwise lift it there).
   void note_peak(std::int64_t pending) noexcept;
+  /// Raises the peak to at least `live`; returns the peak after (note_peak, statistics()).
+  std::size_t raise_peak(std::size_t live) const noexcept;
+  /// Adds a forgotten stream cache's counters to the pool's (under caches_mu_).
+  void fold_cache_counters_locked(const stream_cache& c) noexcept;
 
   // ---- large blocks (pool_large.cpp) ----
   /// Which shards a large request may take memory from, by reuse or by remapping. Per stream

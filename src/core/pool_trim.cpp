@@ -9,14 +9,18 @@
 
 namespace streampool::detail {
 
+void pool_state::fold_cache_counters_locked(const stream_cache& c) noexcept {
+  allocations_ += c.allocations();
+  deallocations_ += c.deallocations();
+  same_stream_reuses_folded_ += c.allocations();
+  cache_contention_folded_ += c.contended();
+}
+
 void pool_state::forget_orphaned_caches_locked() {
   // Caches of destroyed streams are empty for good: fold their counters in and forget them.
   std::erase_if(caches_, [&](const std::shared_ptr<stream_cache>& c) {
     if (!c->orphaned()) return false;
-    allocations_ += c->allocations();
-    deallocations_ += c->deallocations();
-    same_stream_reuses_folded_ += c->allocations();
-    cache_contention_folded_ += c->contended();
+    fold_cache_counters_locked(*c);
     return true;
   });
 }
@@ -83,10 +87,7 @@ pool_statistics pool_state::statistics() const {
   st.cached_bytes = st.reserved_bytes > st.live_bytes ? st.reserved_bytes - st.live_bytes : 0;
   // What a reader sees is never above the peak it reads: the sum just taken raises it (another
   // thread's pending change may have kept the allocation that reached it from seeing it).
-  std::size_t peak = peak_live_.load();
-  while (st.live_bytes > peak && !peak_live_.compare_exchange_weak(peak, st.live_bytes)) {
-  }
-  st.peak_live_bytes = std::max(peak, st.live_bytes);
+  st.peak_live_bytes = raise_peak(st.live_bytes);
   st.peak_reserved_bytes = peak_reserved_.load();
   st.allocations = allocations_.load();
   st.deallocations = deallocations_.load();
