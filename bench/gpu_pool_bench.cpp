@@ -3,7 +3,10 @@
 // memory pool, release threshold UINT64_MAX, warmed), and PyTorch's caching allocator
 // (raw_alloc_with_stream / raw_delete) when built with STREAMPOOL_BENCH_TORCH.
 //
-//   gpu_pool_bench [--quick]
+//   gpu_pool_bench [--quick] [--latency]
+//
+// --latency: table 1 alone (seconds, not minutes), for scripts/device-bench-compare.sh to alternate
+// two libraries many times in one call when the machine is noisy.
 //
 // Measures, each printed as a markdown table with ratios against the anchors:
 //   1. ns per alloc+free pair, one thread, at 256 B, 4 KiB, 64 KiB, 1 MiB, 16 MiB, and per step of
@@ -61,6 +64,7 @@ double seconds_since(clock_type::time_point t0) {
 }
 
 bool quick = false;
+bool latency_only = false;
 
 // ---- adaptors (one per thread; each creates its own stream) -------------------------------------
 
@@ -412,8 +416,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--latency") == 0) {
+      latency_only = true;
     } else {
-      std::fprintf(stderr, "usage: gpu_pool_bench [--quick]\n");
+      std::fprintf(stderr, "usage: gpu_pool_bench [--quick] [--latency]\n");
       return 2;
     }
   }
@@ -458,6 +464,7 @@ int main(int argc, char** argv) {
     latency.push_back(r);
   }
   print_table("1. ns per alloc+free pair, one thread (median of 5)", "ns", latency, true);
+  if (latency_only) return 0;
 
   // 2. aggregate throughput
   std::vector<row> rate;

@@ -37,6 +37,11 @@ constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device'
 #endif
 }
 
+/// A large block's step: twice its size, at least the flush size (pool_state::count_live).
+std::int64_t large_step(std::int64_t bytes) noexcept {
+  return std::max(live_cell::flush_bytes, 2 * (bytes < 0 ? -bytes : bytes));
+}
+
 }  // namespace
 
 void pool_state::bad_request(stream_ref s, std::size_t bytes) const {
@@ -78,20 +83,23 @@ void pool_state::check_token(const token& t, const void* p, const char* what) co
 // ---- live accounting --------------------------------------------------------------------------
 
 void pool_state::count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept {
-  if (cell == nullptr) [[unlikely]] {
-    add_live(bytes);
-    return;
-  }
+  // Every way out is a tail call, so that the usual one (no flush, no new peak) saves no
+  // registers.
+  if (cell == nullptr) [[unlikely]]
+    return add_live(bytes);
   // The cell is the calling thread's: a plain load and store (live_cell.hpp).
   const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + bytes;
   cell->bound.store(step, std::memory_order_relaxed);
-  if (d >= step || d <= -step) {
+  if (d >= step || d <= -step) [[unlikely]] {
     cell->delta.store(0, std::memory_order_relaxed);
-    add_live(d);
-    return;
+    return add_live(d);
   }
   cell->delta.store(d, std::memory_order_relaxed);
-  if (bytes > 0) note_peak(d);
+  // note_peak's first test, inline (as in allocate()).
+  if (bytes > 0 && live_.load(std::memory_order_relaxed) + d >
+                       static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed)))
+      [[unlikely]]
+    return note_peak(d);
 }
 
 void pool_state::count_small_here(std::int64_t bytes) noexcept {
@@ -99,12 +107,16 @@ void pool_state::count_small_here(std::int64_t bytes) noexcept {
 }
 
 void pool_state::count_large_here(std::int64_t bytes, const stream_cache* c) noexcept {
-  const std::int64_t size = bytes < 0 ? -bytes : bytes;
   // The stream's cache, biased to this thread, has its cell at hand: the thread_local lookup
   // (__tls_get_addr in a shared library) was a tenth of a 1 MiB pair's instructions.
   live_cell* cell = c != nullptr ? c->cell_if_owner() : nullptr;
-  if (cell == nullptr) cell = thread_live_cell(*this);
-  count_live(cell, bytes, std::max(live_cell::flush_bytes, 2 * size));
+  if (cell == nullptr) [[unlikely]]
+    return count_large_looked_up(bytes);
+  count_live(cell, bytes, large_step(bytes));
+}
+
+void pool_state::count_large_looked_up(std::int64_t bytes) noexcept {
+  count_live(thread_live_cell(*this), bytes, large_step(bytes));
 }
 
 void pool_state::add_live(std::int64_t delta) noexcept {
@@ -145,11 +157,14 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
     stream_cache::entry e{};
     const std::size_t cls = class_of(bytes);
     if (c != nullptr && c->pop_biased(cls, e)) [[likely]] {
-      e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
       // The cache is biased to this thread, so its owner's cell is this thread's (live_cell.hpp).
+      // The count is taken before the chunk's state is written, with the size the slab has at
+      // hand (its class's): the other way round, or with the class's size from the table, more
+      // values are live across that store and the path saves registers on every call.
       live_cell& cell = c->owner_cell();
       const std::int64_t d =
-          cell.delta.load(std::memory_order_relaxed) + static_cast<std::int64_t>(class_size(cls));
+          cell.delta.load(std::memory_order_relaxed) + static_cast<std::int64_t>(e.owner->chunk_size);
+      e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
       if (d >= live_cell::flush_bytes) [[unlikely]] {
         cell.delta.store(0, std::memory_order_relaxed);
         return add_live_then(d, e.p);

@@ -263,6 +263,9 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// The same for a large block (its step is at least twice its size); `c`: the stream's cache,
   /// whose owner cell is the caller's when it is biased to it (else, or null, a lookup).
   void count_large_here(std::int64_t bytes, const stream_cache* c) noexcept;
+  /// count_large_here without the cache's cell: the thread's looked up (out of line, so that the
+  /// usual way makes no call and saves no registers).
+  [[gnu::noinline]] void count_large_looked_up(std::int64_t bytes) noexcept;
   /// Adds `delta` to the counter, and raises the peak to it (an allocation).
   void add_live(std::int64_t delta) noexcept;
   /// add_live(delta), then p: the fast path's tail call when a cell flushes.
