@@ -162,8 +162,8 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
       // hand (its class's): the other way round, or with the class's size from the table, more
       // values are live across that store and the path saves registers on every call.
       live_cell& cell = c->owner_cell();
-      const std::int64_t d =
-          cell.delta.load(std::memory_order_relaxed) + static_cast<std::int64_t>(e.owner->chunk_size);
+      const std::int64_t d = cell.delta.load(std::memory_order_relaxed) +
+                             static_cast<std::int64_t>(e.owner->chunk_size);
       e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
       if (d >= live_cell::flush_bytes) [[unlikely]] {
         cell.delta.store(0, std::memory_order_relaxed);
