@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine: gpu_pool_bench of this tree's library against a base library, in
-# alternating order in one call (A B A B ...), so that a change can be judged against its base on
-# the same machine at the same time (compare ratios to the anchors, not absolute numbers between
+# Runs on the GPU machine: gpu_pool_bench of this tree's library against other libraries, in
+# alternating order in one call (A B C A B C ...), so that a change can be judged against its base
+# on the same machine at the same time (compare ratios to the anchors, not absolute numbers between
 # calls). Prepare here:
-#   bash scripts/device-pack.sh                      # this tree -> .gpurun/lib
+#   bash scripts/device-pack.sh                      # this tree -> .gpurun/lib (variant "new")
 #   BASE=<rev> bash scripts/device-bench-compare.sh --pack
 #                                                    # <rev>'s headers and library -> .gpurun/base
-# then on the GPU machine: bash scripts/device-bench-compare.sh [ROUNDS] [--quick]
-# Output: $OUT/bench_{new,base}_<round>.txt. PIN="taskset -c 3" runs both under that command (the
-# one-thread rows of one binary swing 2x between runs on the H200 machine when unpinned).
+#   BASE=<rev> NAME=<v> bash scripts/device-bench-compare.sh --pack    # -> .gpurun/<v>
+# then on the GPU machine: [VARIANTS="new base"] bash scripts/device-bench-compare.sh [ROUNDS] [ARGS]
+# (ARGS go to gpu_pool_bench: --quick, --latency). Output: $OUT/bench_<variant>_<round>.txt, and
+# every table row of every run in $OUT/bench_all.txt (scripts/bench-ab-summary.py reads it: medians
+# and ratios to the last variant). PIN="taskset -c 3" runs them under that command (the one-thread
+# rows of one binary swing 2x between runs on the H200 machine when unpinned; do not pin the
+# multi-thread tables).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ ${1:-} == --pack ]]; then
@@ -19,10 +23,11 @@ if [[ ${1:-} == --pack ]]; then
     -DSTREAMPOOL_BUILD_TESTS=OFF -DSTREAMPOOL_BUILD_BENCHMARKS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=OFF \
     >/dev/null
   cmake --build "${wt}/build" --target streampool -j "$(nproc)"
-  rm -rf .gpurun/base && mkdir -p .gpurun/base/lib
-  cp -r "${wt}/include" .gpurun/base/include
-  strip --strip-debug -o .gpurun/base/lib/libstreampool.so.0 "${wt}"/build/libstreampool.so.0.*
-  git -C "${wt}" rev-parse --short HEAD >.gpurun/base/REVISION
+  dir=.gpurun/${NAME:-base}
+  rm -rf "${dir}" && mkdir -p "${dir}/lib"
+  cp -r "${wt}/include" "${dir}/include"
+  strip --strip-debug -o "${dir}/lib/libstreampool.so.0" "${wt}"/build/libstreampool.so.0.*
+  git -C "${wt}" rev-parse --short HEAD >"${dir}/REVISION"
   git worktree remove --force "${wt}"
   exit 0
 fi
@@ -38,15 +43,25 @@ build() { # name, include dir, library dir
     "$3/libstreampool.so.0" -L"${torch}/lib" -lc10 -lc10_cuda -L/usr/local/cuda/lib64 -lcudart \
     -lpthread -Wl,-rpath,"${torch}/lib:$3" -o "/tmp/cmp/$1"
 }
-build new include "$(pwd)/.gpurun/lib" &
-build base .gpurun/base/include "$(pwd)/.gpurun/base/lib" &
+read -r -a variants <<<"${VARIANTS:-new base}"
+for v in "${variants[@]}"; do
+  if [[ ${v} == new ]]; then
+    build new include "$(pwd)/.gpurun/lib" &
+  else
+    build "${v}" ".gpurun/${v}/include" "$(pwd)/.gpurun/${v}/lib" &
+  fi
+done
 wait
-echo "base: $(cat .gpurun/base/REVISION 2>/dev/null || echo '?'), new: this tree"
+for v in "${variants[@]}"; do
+  echo "${v}: $(cat ".gpurun/${v}/REVISION" 2>/dev/null || echo 'this tree')"
+done
 for ((r = 1; r <= rounds; ++r)); do
-  for v in new base; do
+  for v in "${variants[@]}"; do
     t0=${SECONDS}
     # shellcheck disable=SC2086 # PIN is a command and its arguments
     ${PIN:-} "/tmp/cmp/${v}" "$@" >"${out}/bench_${v}_${r}.txt" 2>&1 || echo "${v} round ${r}: rc=$?"
+    { echo "== bench_${v}_${r}.txt"; grep '^|' "${out}/bench_${v}_${r}.txt" | grep -v -- '---'; } \
+      >>"${out}/bench_all.txt"
     echo "${v} round ${r}: $((SECONDS - t0)) s"
   done
 done

@@ -10,7 +10,8 @@ cmake -S . -B build/fault -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTREAMPOO
   -DSTREAMPOOL_BUILD_BENCHMARKS=OFF -DSTREAMPOOL_BUILD_EXAMPLES=OFF \
   -DSTREAMPOOL_FAULT_SKIP_DEVICE_WAIT=ON >/dev/null
 cmake --build build/fault --target streampool -j "$(nproc)"
-rm -rf .gpurun && mkdir -p .gpurun/bin .gpurun/lib .gpurun/faultlib
+# Its own folders only: the packed comparison libraries (.gpurun/<variant>) stay.
+rm -rf .gpurun/bin .gpurun/lib .gpurun/faultlib .gpurun/wheel && mkdir -p .gpurun/bin .gpurun/lib .gpurun/faultlib
 grep -qx '/.gpurun/' .git/info/exclude 2>/dev/null || echo '/.gpurun/' >>.git/info/exclude
 for t in build/release/tests/*_test build/release/tests/c_api_*; do
   [[ -x ${t} && -f ${t} ]] && strip --strip-debug -o ".gpurun/bin/$(basename "${t}")" "${t}"
