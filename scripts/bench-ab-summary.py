@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Medians of scripts/device-bench-compare.sh's runs, per row and variant, and ratios to the last.
+"""Medians of scripts/device-bench-compare.sh's runs, per row and variant, and ratios to the base.
 
     python3 scripts/bench-ab-summary.py bench_all.txt [--column streampool]
 
 Reads the "== bench_<variant>_<round>.txt" headers and table rows that the compare script appends
 to $OUT/bench_all.txt. Prints a markdown table: for each row of the benchmark's tables, each
-variant's median and minimum over its rounds, and each variant's median over the last variant's
-(the base): above 1 is slower for ns rows, faster for rate rows (M pairs/s).
+variant's median and minimum over its rounds, and each variant's median over the base's (the
+variant named base, else the last): above 1 is slower for ns rows, faster for rate rows (M pairs/s).
 """
 import argparse
 import re
@@ -34,6 +34,9 @@ def main() -> None:
             if args.column in cells:  # a table's header row
                 column = cells.index(args.column)
                 continue
+            if not any(re.fullmatch(r"[0-9.]+", c) for c in cells[1:]):
+                column = None  # another table's header (no such column): its rows are skipped
+                continue
             if variant is None or column is None or len(cells) <= column:
                 continue
             try:
@@ -43,7 +46,8 @@ def main() -> None:
             values.setdefault(cells[0], {}).setdefault(variant, []).append(v)
     if not order:
         raise SystemExit(f"{args.file}: no '== bench_<variant>_<round>.txt' runs")
-    base = order[-1]
+    base = "base" if "base" in order else order[-1]
+    order = [v for v in order if v != base] + [base]
     print("| row | " + " | ".join(f"{v} median (min)" for v in order) + " | " +
           " | ".join(f"{v} / {base}" for v in order[:-1]) + " |")
     print("|---|" + "---:|" * (2 * len(order) - 1))
