@@ -156,7 +156,7 @@ void* pool_state::take_shelved(stream_ref s, stream_cache& cache, large_shard& s
     start = b->start;
     taken = b->size;
   }
-  count_large_here(static_cast<std::int64_t>(taken), &cache);
+  count_large_here<live_way::out>(taken, &cache);
   return to_ptr(start);
 }
 
@@ -271,7 +271,7 @@ void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexce
 void* pool_state::hand_out_large(stream_ref s, const stream_cache& cache, std::uintptr_t start,
                                  std::size_t bytes, const token_set& waits) {
   (void)order_after(s, waits);
-  count_large_here(static_cast<std::int64_t>(bytes), &cache);
+  count_large_here<live_way::out>(bytes, &cache);
   return to_ptr(start);
 }
 
@@ -327,7 +327,7 @@ void pool_state::deallocate_large(large_range& r, void* p, std::span<const token
     }
     ++sh.deallocations;
   }
-  count_large_here(-static_cast<std::int64_t>(size), cache);
+  count_large_here<live_way::back>(size, cache);
   // A marker now and then on the freeing stream for what went into the arena: without one, the
   // free point is never known complete (markers are lazy), so other streams would have to wait
   // for this block and the remapping could never use it. Two relaxed counters when no marker is

@@ -38,8 +38,8 @@ constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device'
 }
 
 /// A large block's step: twice its size, at least the flush size (pool_state::count_live).
-std::int64_t large_step(std::int64_t bytes) noexcept {
-  return std::max(live_cell::flush_bytes, 2 * (bytes < 0 ? -bytes : bytes));
+std::int64_t large_step(std::size_t bytes) noexcept {
+  return std::max(live_cell::flush_bytes, 2 * static_cast<std::int64_t>(bytes));
 }
 
 }  // namespace
@@ -82,42 +82,57 @@ void pool_state::check_token(const token& t, const void* p, const char* what) co
 
 // ---- live accounting --------------------------------------------------------------------------
 
-void pool_state::count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept {
+template <pool_state::live_way Way>
+void pool_state::count_live(live_cell* cell, std::size_t bytes, std::int64_t step) noexcept {
+  constexpr bool out = Way == live_way::out;
+  const std::int64_t change =
+      out ? static_cast<std::int64_t>(bytes) : -static_cast<std::int64_t>(bytes);
   // Every way out is a tail call, so that the usual one (no flush, no new peak) saves no
   // registers.
   if (cell == nullptr) [[unlikely]]
-    return add_live(bytes);
+    return add_live(change);
   // The cell is the calling thread's: a plain load and store (live_cell.hpp).
-  const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + bytes;
+  const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + change;
   cell->bound.store(step, std::memory_order_relaxed);
-  if (d >= step || d <= -step) [[unlikely]] {
+  // An allocation can only reach the upper step, a free the lower one.
+  if (out ? d >= step : d <= -step) [[unlikely]] {
     cell->delta.store(0, std::memory_order_relaxed);
     return add_live(d);
   }
   cell->delta.store(d, std::memory_order_relaxed);
   // note_peak's first test, inline (as in allocate()).
-  if (bytes > 0 && live_.load(std::memory_order_relaxed) + d >
-                       static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed)))
-      [[unlikely]]
-    return note_peak(d);
+  if constexpr (out) {
+    if (live_.load(std::memory_order_relaxed) + d >
+        static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed))) [[unlikely]]
+      return note_peak(d);
+  }
 }
 
-void pool_state::count_small_here(std::int64_t bytes) noexcept {
-  count_live(thread_live_cell(*this), bytes, live_cell::flush_bytes);
+template <pool_state::live_way Way>
+void pool_state::count_small_here(std::size_t bytes) noexcept {
+  count_live<Way>(thread_live_cell(*this), bytes, live_cell::flush_bytes);
 }
 
-void pool_state::count_large_here(std::int64_t bytes, const stream_cache* c) noexcept {
+template <pool_state::live_way Way>
+void pool_state::count_large_here(std::size_t bytes, const stream_cache* c) noexcept {
   // The stream's cache, biased to this thread, has its cell at hand: the thread_local lookup
   // (__tls_get_addr in a shared library) was a tenth of a 1 MiB pair's instructions.
   live_cell* cell = c != nullptr ? c->cell_if_owner() : nullptr;
   if (cell == nullptr) [[unlikely]]
-    return count_large_looked_up(bytes);
-  count_live(cell, bytes, large_step(bytes));
+    return count_large_looked_up<Way>(bytes);
+  count_live<Way>(cell, bytes, large_step(bytes));
 }
 
-void pool_state::count_large_looked_up(std::int64_t bytes) noexcept {
-  count_live(thread_live_cell(*this), bytes, large_step(bytes));
+template <pool_state::live_way Way>
+void pool_state::count_large_looked_up(std::size_t bytes) noexcept {
+  count_live<Way>(thread_live_cell(*this), bytes, large_step(bytes));
 }
+
+// pool_large.cpp counts large blocks.
+template void pool_state::count_large_here<pool_state::live_way::out>(std::size_t,
+                                                                      const stream_cache*) noexcept;
+template void pool_state::count_large_here<pool_state::live_way::back>(
+    std::size_t, const stream_cache*) noexcept;
 
 void pool_state::add_live(std::int64_t delta) noexcept {
   live_.fetch_add(delta, std::memory_order_relaxed);
@@ -220,7 +235,7 @@ void* pool_state::allocate_general(stream_ref s, std::size_t bytes) {
       // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
       // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
       e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-      count_small_here(static_cast<std::int64_t>(class_size(cls)));
+      count_small_here<live_way::out>(class_size(cls));
       p = e.p;
     }
   }
@@ -344,7 +359,7 @@ void pool_state::count_chunk_out(std::size_t bytes, bool fresh, bool waited) noe
             : ready_reuses_)
       .fetch_add(1, std::memory_order_relaxed);
   allocations_.fetch_add(1, std::memory_order_relaxed);
-  count_small_here(static_cast<std::int64_t>(bytes));
+  count_small_here<live_way::out>(bytes);
 }
 
 // ---- deallocation -----------------------------------------------------------------------------
@@ -458,7 +473,7 @@ void pool_state::cache_chunk(slab& sl, void* p, stream_ref s) {
   // list (the spilling bin may be another class's, the fullest).
   const std::size_t bytes = sl.chunk_size;  // before the push, as in deallocate()
   cache_of(line).push(cls, bytes, {p, &sl, line.current()}, spiller());
-  count_small_here(-static_cast<std::int64_t>(bytes));
+  count_small_here<live_way::back>(bytes);
 }
 
 bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stream_ref* s,
@@ -484,7 +499,7 @@ bool pool_state::deallocate_chunk_slow(slab& sl, void* p, std::uint8_t old, stre
   if (s != nullptr) merge_free_point(tokens, *s);
   for (const token& t : uses) merge_token(tokens, t);
   deallocations_.fetch_add(1, std::memory_order_relaxed);
-  count_small_here(-static_cast<std::int64_t>(sl.chunk_size));
+  count_small_here<live_way::back>(sl.chunk_size);
   push_shared(sl.size_class, free_chunk{p, &sl, std::move(tokens)});
   return false;
 }

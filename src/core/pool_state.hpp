@@ -251,21 +251,29 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   [[nodiscard]] std::vector<std::shared_ptr<stream_cache>> caches() const;
 
   // ---- live accounting (pool_small.cpp, next to the fast path that inlines it) ----
-  /// Adds `bytes` (negative for a free) to `cell`, the calling thread's (live_cell.hpp), and adds
-  /// the cell's delta to the counter once it reaches `step` (live_cell::flush_bytes; for a large
-  /// block twice its size, when that is more: a block as large as the flush size made every
-  /// allocation and free flush, and the counter, written by every thread, ran 16 MiB pairs on
-  /// four threads at a quarter of one thread's rate). A null cell (the thread is exiting) counts
-  /// on the counter directly.
-  void count_live(live_cell* cell, std::int64_t bytes, std::int64_t step) noexcept;
-  /// count_live on the calling thread's cell: a small block's change (allocated > 0, freed < 0).
-  void count_small_here(std::int64_t bytes) noexcept;
+  /// Which way a count goes: out (an allocation: live bytes grow) or back (a free). The two ways
+  /// are separate code, so that each of their branches always goes the same way: one function
+  /// for both took turns on every allocation and free, and its tests of the sign went both ways.
+  enum class live_way : bool { back, out };
+  /// Adds `bytes` (taken away for `back`) to `cell`, the calling thread's (live_cell.hpp), and
+  /// adds the cell's delta to the counter once it reaches `step` (live_cell::flush_bytes; for a
+  /// large block twice its size, when that is more: a block as large as the flush size made
+  /// every allocation and free flush, and the counter, written by every thread, ran 16 MiB pairs
+  /// on four threads at a quarter of one thread's rate). A null cell (the thread is exiting)
+  /// counts on the counter directly.
+  template <live_way Way>
+  void count_live(live_cell* cell, std::size_t bytes, std::int64_t step) noexcept;
+  /// count_live on the calling thread's cell: a small block's change.
+  template <live_way Way>
+  void count_small_here(std::size_t bytes) noexcept;
   /// The same for a large block (its step is at least twice its size); `c`: the stream's cache,
   /// whose owner cell is the caller's when it is biased to it (else, or null, a lookup).
-  void count_large_here(std::int64_t bytes, const stream_cache* c) noexcept;
+  template <live_way Way>
+  void count_large_here(std::size_t bytes, const stream_cache* c) noexcept;
   /// count_large_here without the cache's cell: the thread's looked up (out of line, so that the
   /// usual way makes no call and saves no registers).
-  [[gnu::noinline]] void count_large_looked_up(std::int64_t bytes) noexcept;
+  template <live_way Way>
+  [[gnu::noinline]] void count_large_looked_up(std::size_t bytes) noexcept;
   /// Adds `delta` to the counter, and raises the peak to it (an allocation).
   void add_live(std::int64_t delta) noexcept;
   /// add_live(delta), then p: the fast path's tail call when a cell flushes.
