@@ -94,8 +94,9 @@ void pool_state::count_live(live_cell* cell, std::size_t bytes, std::int64_t ste
   // The cell is the calling thread's: a plain load and store (live_cell.hpp).
   const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + change;
   cell->bound.store(step, std::memory_order_relaxed);
-  // An allocation can only reach the upper step, a free the lower one.
-  if (out ? d >= step : d <= -step) [[unlikely]] {
+  // Both sides in both ways: the step changes with the block (a small block after a large one
+  // lowers it), so a free may find the delta above it too.
+  if (d >= step || d <= -step) [[unlikely]] {
     cell->delta.store(0, std::memory_order_relaxed);
     return add_live(d);
   }
