@@ -103,8 +103,7 @@ void pool_state::count_live(live_cell* cell, std::size_t bytes, std::int64_t ste
   cell->delta.store(d, std::memory_order_relaxed);
   // note_peak's first test, inline (as in allocate()).
   if constexpr (out) {
-    if (live_.load(std::memory_order_relaxed) + d >
-        static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed))) [[unlikely]]
+    if (above_peak(d)) [[unlikely]]
       return note_peak(d);
   }
 }
@@ -141,13 +140,10 @@ void pool_state::add_live(std::int64_t delta) noexcept {
 }
 
 void pool_state::note_peak(std::int64_t pending) noexcept {
-  // Loads of lines that are rarely written (the counter changes at flushes, the peak at new
-  // peaks, reserved bytes at growths), so the fast path shares no written cache line; a store
-  // only at a new peak.
-  std::int64_t live = live_.load(std::memory_order_relaxed) + pending;
-  if (live <= 0 || static_cast<std::size_t>(live) <= peak_live_.load(std::memory_order_relaxed))
-    return;
-  live = std::min<std::int64_t>(live, static_cast<std::int64_t>(reserved_now_.load()));
+  // A store only at a new peak (above_peak() says why the test reads no written line).
+  if (!above_peak(pending)) return;
+  const std::int64_t live = std::min<std::int64_t>(live_.load(std::memory_order_relaxed) + pending,
+                                                   static_cast<std::int64_t>(reserved_now_.load()));
   (void)raise_peak(static_cast<std::size_t>(live));
 }
 
@@ -188,8 +184,7 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
       cell.delta.store(d, std::memory_order_relaxed);
       // note_peak's first test, inline: past it (a new peak, rare) a tail call, so that this
       // path still makes no call and saves no registers.
-      if (live_.load(std::memory_order_relaxed) + d >
-          static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed))) [[unlikely]]
+      if (above_peak(d)) [[unlikely]]
         return note_peak_then(d, e.p);
       return e.p;
     }

@@ -284,6 +284,13 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// bytes reserved, which every live byte lies in (another thread's negative delta, not yet
   /// added, would otherwise lift it there).
   void note_peak(std::int64_t pending) noexcept;
+  /// note_peak's first test, inline where a count is taken: whether the counter plus `pending`
+  /// is above the peak (rare). Two loads of lines that are rarely written (the counter changes at
+  /// flushes, the peak at new peaks), so the fast path shares no written cache line.
+  [[nodiscard]] bool above_peak(std::int64_t pending) const noexcept {
+    return live_.load(std::memory_order_relaxed) + pending >
+           static_cast<std::int64_t>(peak_live_.load(std::memory_order_relaxed));
+  }
   /// Raises the peak to at least `live`; returns the peak after (note_peak, statistics()).
   std::size_t raise_peak(std::size_t live) const noexcept;
   /// Adds a forgotten stream cache's counters to the pool's (under caches_mu_).
