@@ -193,6 +193,7 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
   const timeline* me = &s.get_timeline();
   token_set waits;
   std::uintptr_t start = 0;
+  bool wait = false;  // picked behind pending work: hand_out_large counts the reuse
   {
     // Another stream's idle shard is borrowed: its bias stays for the stream it is given to.
     std::unique_lock lock(sh.mu, std::defer_lock);
@@ -233,16 +234,16 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
       if (fallback == nullptr) fallback = *it;
     }
     if (pick == nullptr) pick = ready;
-    const bool wait = pick == nullptr && pending_ok && fallback != nullptr;
+    wait = pick == nullptr && pending_ok && fallback != nullptr;
     if (wait) pick = fallback;
     if (pick == nullptr) return nullptr;
     // Only a block behind a wait needs its tokens past take(): copying them for every reuse was a
     // malloc and a free per large allocation.
     if (wait) waits = pick->tokens;
     start = sh.arena.take(pick, pick->start, size, cache.timeline_id())->start;
-    count_large_out(sh, /*fresh=*/false, wait);
+    if (!wait) count_large_out(sh, /*fresh=*/false, /*waits=*/false);
   }
-  return hand_out_large(s, cache, start, size, waits);
+  return hand_out_large(s, cache, start, size, waits, wait ? &sh : nullptr);
 }
 
 bool pool_state::within_reach(const large_shard& own, const large_shard& other,
@@ -269,8 +270,13 @@ void pool_state::count_large_out(large_shard& sh, bool fresh, bool waits) noexce
 }
 
 void* pool_state::hand_out_large(stream_ref s, const stream_cache& cache, std::uintptr_t start,
-                                 std::size_t bytes, const token_set& waits) {
-  (void)order_after(s, waits);
+                                 std::size_t bytes, const token_set& waits,
+                                 large_shard* reused_from) {
+  const bool waited = order_after(s, waits);
+  if (reused_from != nullptr) {
+    const auto lock = borrow_lock(reused_from->mu);
+    count_large_out(*reused_from, /*fresh=*/false, waited);
+  }
   count_large_here<live_way::out>(bytes, &cache);
   return to_ptr(start);
 }

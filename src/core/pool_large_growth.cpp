@@ -439,6 +439,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       }
       return nullptr;
     }
+    bool deferred = false;  // a reuse behind pending work: hand_out_large counts it
     {
       const auto lock = borrow_lock(target->mu);
       if (extent_lo != window || extent_hi != window + size) {
@@ -446,9 +447,10 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         arena_block* f = target->arena.release(b, waits);
         b = target->arena.take(f, window, size, cache.timeline_id());
       }
-      count_large_out(*target, fresh_memory, !all_ready_for(waits, me));
+      deferred = !fresh_memory && !all_ready_for(waits, me);
+      if (!deferred) count_large_out(*target, fresh_memory, /*waits=*/false);
     }
-    return hand_out_large(s, cache, window, size, waits);
+    return hand_out_large(s, cache, window, size, waits, deferred ? target : nullptr);
   }
 }
 

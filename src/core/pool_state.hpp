@@ -331,8 +331,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// Counts the block of `sh` just taken live (under sh.mu).
   static void count_large_out(large_shard& sh, bool fresh, bool waits) noexcept;
   /// Orders s after `waits` and counts `bytes` live on the calling thread's cell (no lock held).
+  /// `reused_from`: a reuse picked behind pending work, counted here rather than under the pick's
+  /// lock, as waited or ready by what order_after did: the work may complete between the pick and
+  /// the wait, and then no wait is issued (waited_reuses counts reuses that waited, no more).
   void* hand_out_large(stream_ref s, const stream_cache& cache, std::uintptr_t start,
-                       std::size_t bytes, const token_set& waits);
+                       std::size_t bytes, const token_set& waits,
+                       large_shard* reused_from = nullptr);
   void deallocate_large(large_range& r, void* p, std::span<const token> uses, stream_ref* s);
   void record_use_large(large_range& r, void* p, const token& use);
   /// Records a marker behind the last use of every free large block not known complete, where no
