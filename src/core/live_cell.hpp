@@ -16,7 +16,8 @@
 // Invariants
 //   - delta is written only by the cell's thread (a plain load and store, no read-modify-write),
 //     or by pool_state::fold_thread_cell() once that thread has exited; anyone may read it.
-//   - |delta| < max(flush_bytes, bound): every change that reaches it is added to the pool.
+//   - |delta| < bound (the largest step so far; the last change's step, which is at most
+//     that, is what count_live flushes at): every change that reaches it is added to the pool.
 //   - a cell is in its pool's registry (pool_state::cells_) from its first use until the pool
 //     forgets it: after its thread exited (folded) and no stream cache points at it.
 #pragma once
@@ -35,8 +36,9 @@ struct alignas(64) live_cell {
   static constexpr std::int64_t flush_bytes = std::int64_t{16} << 20;
 
   std::atomic<std::int64_t> delta{0};
-  // The step of the last change (pool_state::count_live): at least flush_bytes. Written by the
-  // cell's thread only; atomic because validate() reads it from another.
+  // The largest step of any change so far (pool_state::count_live): at least flush_bytes, so
+  // |delta| stays below it. Written by the cell's thread only, when it grows (not at every
+  // change: a store per large allocation and free); atomic because validate() reads it.
   std::atomic<std::int64_t> bound{flush_bytes};
   // Set by the thread's exit (after its delta was folded into the pool): the registry may drop
   // the cell once no stream cache holds it.

@@ -93,7 +93,11 @@ void pool_state::count_live(live_cell* cell, std::size_t bytes, std::int64_t ste
     return add_live(change);
   // The cell is the calling thread's: a plain load and store (live_cell.hpp).
   const std::int64_t d = cell->delta.load(std::memory_order_relaxed) + change;
-  cell->bound.store(step, std::memory_order_relaxed);
+  // Stored only when it grows: a steady pattern then writes nothing but its delta (for a small
+  // block's step, flush_bytes, the test folds away).
+  if (step > live_cell::flush_bytes && step > cell->bound.load(std::memory_order_relaxed))
+      [[unlikely]]
+    cell->bound.store(step, std::memory_order_relaxed);
   // Both sides in both ways: the step changes with the block (a small block after a large one
   // lowers it), so a free may find the delta above it too.
   if (d >= step || d <= -step) [[unlikely]] {
