@@ -134,6 +134,7 @@ TYPED_TEST_P(PoolConformance, CrossStreamReuseIsOrdered) {
               after.device_waits + after.host_waits - before.device_waits - before.host_waits);
     if (after.waited_reuses > before.waited_reuses) {
       saw_wait = true;
+      EXPECT_EQ(after.device_waits + after.host_waits, before.device_waits + before.host_waits + 1);
       if (this->dev().get_backend().caps().device_wait) {
         EXPECT_EQ(after.device_waits, before.device_waits + 1);
       } else {
