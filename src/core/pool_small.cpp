@@ -193,7 +193,25 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
       return e.p;
     }
   }
+  // A large request goes straight to its own path: through allocate_general it met the small
+  // test a second time.
+  if (bytes > options_.small_max) return allocate_large_request(s, bytes);
   return allocate_general(s, bytes);
+}
+
+void* pool_state::allocate_large_request(stream_ref s, std::size_t bytes) {
+  if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
+    bad_request(s, bytes);
+  void* p = nullptr;
+  try {
+    p = allocate_large(s, bytes);
+  } catch (const out_of_memory& oom) {
+    throw_out_of_memory(oom.requested(), bytes);  // as in allocate_general
+  }
+  if (recorder_.on()) [[unlikely]] {
+    recorder_.allocated(p, bytes, s.get_timeline());
+  }
+  return p;
 }
 
 void* pool_state::note_peak_then(std::int64_t pending, void* p) noexcept {

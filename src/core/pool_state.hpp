@@ -191,6 +191,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// allocate() beyond its fast path, from the start: argument checks, large blocks, the
   /// allocation log, and a stream cache's locked pop.
   [[gnu::noinline]] void* allocate_general(stream_ref s, std::size_t bytes);
+  /// allocate()'s way for a request above small_max (allocate_general's large half).
+  [[gnu::noinline]] void* allocate_large_request(stream_ref s, std::size_t bytes);
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
   [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
   /// A chunk of the shared list of `cls`: a freed one that needs no wait, else one never handed
