@@ -163,9 +163,10 @@ std::size_t pool_state::raise_peak(std::size_t live) const noexcept {
 void* pool_state::allocate(stream_ref s, std::size_t bytes) {
   // The fast path: the chunk freed last on this stream, from its cache while the cache is biased
   // to this thread. Nothing in it is a call and every way out of it is a tail call, so it saves
-  // no registers (their saving and restoring was a tenth of a 4 KiB pair). Anything else (a large
-  // request or a bad one, an empty bin, a cache this thread does not own, the allocation log)
-  // starts over on the full path, allocate_general(): nothing has changed by then.
+  // no registers (their saving and restoring was a tenth of a 4 KiB pair). Anything else starts
+  // over, nothing having changed by then: a large request on allocate_large_request(), the rest
+  // (an empty bin, a cache this thread does not own, the allocation log, size 0, a bad device)
+  // on allocate_general().
   if (bytes - 1 < options_.small_max && s.get_device().id() == device_id_ && !recorder_.on())
       [[likely]] {
     timeline& line = s.get_timeline();
@@ -193,20 +194,25 @@ void* pool_state::allocate(stream_ref s, std::size_t bytes) {
       return e.p;
     }
   }
-  // A large request goes straight to its own path: through allocate_general it met the small
-  // test a second time.
+  // A large request is told apart here, once: when allocate_general() told it apart again, that
+  // second test of the same size was a branch miss per large pair on the H100 machine's CPU
+  // (bench/RESULTS.md, thirty-fourth session).
   if (bytes > options_.small_max) return allocate_large_request(s, bytes);
   return allocate_general(s, bytes);
 }
 
 void* pool_state::allocate_large_request(stream_ref s, std::size_t bytes) {
+  // Two compares inline; the messages are built out of line.
   if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
     bad_request(s, bytes);
+  // Size 0 comes here only from a pool with small_max 0 (allocate_general): taken as 1 byte.
+  const std::size_t size = bytes + static_cast<std::size_t>(bytes == 0);
   void* p = nullptr;
   try {
-    p = allocate_large(s, bytes);
+    p = allocate_large(s, size);
   } catch (const out_of_memory& oom) {
-    throw_out_of_memory(oom.requested(), bytes);  // as in allocate_general
+    // The ladder knew only the block it looked for; the caller's size is said too.
+    throw_out_of_memory(oom.requested(), bytes);
   }
   if (recorder_.on()) [[unlikely]] {
     recorder_.allocated(p, bytes, s.get_timeline());
@@ -225,37 +231,31 @@ void* pool_state::add_live_then(std::int64_t delta, void* p) noexcept {
 }
 
 void* pool_state::allocate_general(stream_ref s, std::size_t bytes) {
-  // Two compares inline; the messages are built out of line.
-  if (bytes > max_request || s.get_device().id() != device_id_) [[unlikely]]
+  // Only requests of at most small_max bytes come here (allocate() sends the others on), so
+  // max_request cannot be passed: the device is the one check left.
+  if (s.get_device().id() != device_id_) [[unlikely]]
     bad_request(s, bytes);
   // Size 0 gets a unique smallest block, like malloc(0): a caller (a framework's empty tensor)
   // may free it like any other pointer. Taken as 1 byte, so that a pool with small_max 0 makes
   // it a large block like every other request.
   const std::size_t size = bytes + static_cast<std::size_t>(bytes == 0);
+  if (size > options_.small_max) [[unlikely]]
+    return allocate_large_request(s, bytes);
   void* p = nullptr;
-  if (size > options_.small_max) {
+  const std::size_t cls = class_of(size);
+  stream_cache::entry e{};
+  if (!cache_of(s.get_timeline()).pop(cls, e)) [[unlikely]] {
     try {
-      p = allocate_large(s, size);
+      p = allocate_small(s, cls);  // the slow path, out of line
     } catch (const out_of_memory& oom) {
-      // The ladder knew only the block it looked for; the caller's size is said too.
-      throw_out_of_memory(oom.requested(), bytes);
+      throw_out_of_memory(oom.requested(), bytes);  // as in allocate_large_request
     }
   } else {
-    const std::size_t cls = class_of(size);
-    stream_cache::entry e{};
-    if (!cache_of(s.get_timeline()).pop(cls, e)) [[unlikely]] {
-      try {
-        p = allocate_small(s, cls);  // the slow path, out of line
-      } catch (const out_of_memory& oom) {
-        throw_out_of_memory(oom.requested(), bytes);  // as above
-      }
-    } else {
-      // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
-      // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
-      e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
-      count_small_here<live_way::out>(class_size(cls));
-      p = e.p;
-    }
+    // Fast path: freed on this very stream, so no wait is ever needed (in-order queue). Out of
+    // the cache, the chunk is nobody else's: it turns live after the cache's lock is released.
+    e.owner->state(e.owner->index_of(e.p)).store(chunk_live, std::memory_order_release);
+    count_small_here<live_way::out>(class_size(cls));
+    p = e.p;
   }
   // The allocation log (trace_recorder.hpp), once the block is out: off, one relaxed load.
   if (recorder_.on()) [[unlikely]] {

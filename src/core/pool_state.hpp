@@ -188,10 +188,11 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void check_token(const token& t, const void* p, const char* what) const;
   /// s's stream cache for this pool, made on first use: one atomic load when it exists.
   stream_cache& cache_of(timeline& line) { return access::cache_for(line, *this, id_); }
-  /// allocate() beyond its fast path, from the start: argument checks, large blocks, the
-  /// allocation log, and a stream cache's locked pop.
+  /// allocate() beyond its fast path for a request of at most small_max bytes, from the start:
+  /// the device check, size 0, the allocation log, and a stream cache's locked pop.
   [[gnu::noinline]] void* allocate_general(stream_ref s, std::size_t bytes);
-  /// allocate()'s way for a request above small_max (allocate_general's large half).
+  /// allocate() for a request above small_max (or of 0 bytes when small_max is 0): argument
+  /// checks, a large block, the allocation log.
   [[gnu::noinline]] void* allocate_large_request(stream_ref s, std::size_t bytes);
   /// The slow path of allocate(): the stream's own cache had nothing of class `cls`.
   [[gnu::noinline]] void* allocate_small(stream_ref s, std::size_t cls);
@@ -412,7 +413,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// The ladder of with_reclaim, after a first attempt failed.
   void* reclaim_and_retry(std::size_t bytes, const std::function<void*()>& attempt);
   /// `bytes`: the block the pool looked for; `requested`: the caller's size (0: not known here,
-  /// allocate_general() says it again with it).
+  /// allocate_general() and allocate_large_request() say it again with it).
   [[noreturn]] void throw_out_of_memory(std::size_t bytes, std::size_t requested = 0) const;
   /// Host-waits for the pending work of all cached memory (no lock held while waiting). Returns
   /// false when there was none.
