@@ -1,0 +1,432 @@
+// streampool: PyTorch's CUDA allocator interface on streampool's pools (native_allocator.hpp).
+//
+// The pools are the plug-in's (src/c_api/torch_plugin.cpp: one per device, large blocks per
+// stream, never destroyed), reached through the C ABI only (sp_torch_*), so that this library
+// depends on streampool's public interface and on PyTorch's headers, nothing else.
+#include "native_allocator.hpp"
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "streampool.h"
+
+namespace streampool::torch_native {
+namespace {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr int max_devices = 64;
+/// PyTorch's own split between its small and large pools: blocks of at most 1 MiB are small.
+constexpr std::size_t small_max = std::size_t{1} << 20;
+
+struct block {
+  std::size_t requested = 0;
+  std::size_t size = 0;  // the block's usable size (sp_pool_block_size)
+  int device = 0;
+  cudaStream_t stream = nullptr;
+};
+
+/// pointer -> block, in shards by pointer (blocks are at least 256-byte aligned).
+class block_map {
+ public:
+  void insert(void* p, const block& b) {
+    shard& s = shard_of(p);
+    const std::lock_guard lock(s.mu);
+    s.blocks.emplace(p, b);
+  }
+  /// Removes p's entry into `out`; false if p is not a block of this allocator.
+  bool take(void* p, block& out) {
+    shard& s = shard_of(p);
+    const std::lock_guard lock(s.mu);
+    auto it = s.blocks.find(p);
+    if (it == s.blocks.end()) return false;
+    out = it->second;
+    s.blocks.erase(it);
+    return true;
+  }
+  bool find(const void* p, block& out) {
+    shard& s = shard_of(p);
+    const std::lock_guard lock(s.mu);
+    auto it = s.blocks.find(const_cast<void*>(p));
+    if (it == s.blocks.end()) return false;
+    out = it->second;
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t shard_count = 64;
+  struct alignas(64) shard {
+    std::mutex mu;
+    std::unordered_map<void*, block> blocks;
+  };
+  shard& shard_of(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    return shards_[((a >> 8) ^ (a >> 20)) % shard_count];
+  }
+  std::array<shard, shard_count> shards_;
+};
+
+/// "streampool: <what> is not supported yet by the native allocator (issue 44)": a clear error
+/// where PyTorch's allocator would do something that this one does not do yet.
+[[noreturn]] void not_yet(const char* what) {
+  TORCH_CHECK(false, "streampool: ", what,
+              " is not supported yet by streampool's native PyTorch allocator; use PyTorch's own "
+              "allocator for it");
+}
+
+/// The last streampool C ABI error, for messages.
+std::string last_error() {
+  const char* m = sp_last_error_message();
+  return m != nullptr ? std::string(m) : std::string("(no message)");
+}
+
+sp_pool_t pool_of(int device) {
+  sp_pool_t pool = nullptr;
+  const sp_status_t st = sp_torch_pool(device, &pool);
+  TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: device ", device, ": ", last_error());
+  return pool;
+}
+
+void count(DeviceStats& s, const block& b, bool out) {
+  const std::size_t type =
+      static_cast<std::size_t>(b.size <= small_max ? StatType::SMALL_POOL : StatType::LARGE_POOL);
+  const std::size_t all = static_cast<std::size_t>(StatType::AGGREGATE);
+  for (const std::size_t t : {all, type}) {
+    if (out) {
+      s.allocation[t].increase(1);
+      s.active[t].increase(1);
+      s.allocated_bytes[t].increase(b.size);
+      s.active_bytes[t].increase(b.size);
+      s.requested_bytes[t].increase(b.requested);
+    } else {
+      s.allocation[t].decrease(1);
+      s.active[t].decrease(1);
+      s.allocated_bytes[t].decrease(b.size);
+      s.active_bytes[t].decrease(b.size);
+      s.requested_bytes[t].decrease(b.requested);
+    }
+  }
+}
+
+void delete_block(void* p);
+
+class allocator final : public cca::CUDAAllocator {
+ public:
+  // ---- c10::Allocator ----
+  c10::DataPtr allocate(size_t n) override {
+    const c10::DeviceIndex d = c10::cuda::current_device();
+    void* p = n == 0 ? nullptr : alloc(n, d, c10::cuda::getCurrentCUDAStream(d).stream());
+    return {p, p, &delete_block, c10::Device(c10::DeviceType::CUDA, d)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    C10_CUDA_CHECK(cudaMemcpy(dest, src, count, cudaMemcpyDeviceToDevice));
+  }
+
+  // ---- c10::DeviceAllocator ----
+  bool initialized() override { return device_count_.load() > 0; }
+  void emptyCache(c10::MempoolId_t id) override {
+    if (id != c10::MempoolId_t{0, 0}) not_yet("emptyCache of a memory pool");
+    sp_torch_empty_cache();
+  }
+  using cca::CUDAAllocator::recordStream;
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    // Not ours (a tensor shared over IPC keeps PyTorch's deleter), or empty: nothing to record.
+    if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;
+    sp_torch_record_stream(ptr.get(), stream.stream());
+  }
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    state& st = state_of(device);
+    sp_pool_statistics_t ps;
+    sp_pool_statistics_init(&ps);
+    const bool have_pool = pool_made(device);
+    if (have_pool) {
+      TORCH_CHECK(sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS,
+                  "streampool: statistics of device ", static_cast<int>(device), ": ",
+                  last_error());
+    }
+    const std::lock_guard lock(st.mu);
+    DeviceStats out = st.stats;
+    Stat& reserved = out.reserved_bytes[static_cast<std::size_t>(StatType::AGGREGATE)];
+    reserved.current = static_cast<std::int64_t>(ps.reserved_bytes);
+    // The pool's peak is exact and cannot be reset: a reset takes the current value instead.
+    reserved.peak = st.reserved_peak_reset ? std::max(st.reserved_peak_floor, reserved.current)
+                                           : static_cast<std::int64_t>(ps.peak_reserved_bytes);
+    out.num_device_alloc = static_cast<std::int64_t>(ps.upstream_allocations + ps.upstream_creates);
+    out.num_device_free =
+        static_cast<std::int64_t>(ps.upstream_deallocations + ps.upstream_releases);
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    state& st = state_of(device);
+    const std::lock_guard lock(st.mu);
+    for (auto* a : stat_arrays(st.stats)) {
+      for (Stat& s : *a) s.reset_accumulated();
+    }
+    st.stats.num_alloc_retries = 0;
+    st.stats.num_ooms = 0;
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    state& st = state_of(device);
+    const std::lock_guard lock(st.mu);
+    for (auto* a : stat_arrays(st.stats)) {
+      for (Stat& s : *a) s.reset_peak();
+    }
+    // Reserved bytes come from the pool: from now on its peak is tracked from here (an
+    // approximation until the pool can reset its own peak: taken at each read).
+    sp_pool_statistics_t ps;
+    sp_pool_statistics_init(&ps);
+    if (pool_made(device) &&
+        sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS) {
+      st.reserved_peak_reset = true;
+      st.reserved_peak_floor = static_cast<std::int64_t>(ps.reserved_bytes);
+    }
+  }
+
+  // ---- CUDAAllocator ----
+  void* raw_alloc(size_t nbytes) override {
+    const c10::DeviceIndex d = c10::cuda::current_device();
+    return raw_alloc_with_stream(nbytes, c10::cuda::getCurrentCUDAStream(d).stream());
+  }
+  void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
+    if (nbytes == 0) return nullptr;
+    return alloc(nbytes, c10::cuda::current_device(), stream);
+  }
+  void raw_delete(void* ptr) override { delete_block(ptr); }
+  void init(int device_count) override {
+    TORCH_CHECK(device_count >= 0 && device_count <= max_devices, "streampool: ", device_count,
+                " CUDA devices, at most ", max_devices, " supported");
+    device_count_.store(device_count);
+  }
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    const state& st = state_of(device);
+    return st.fraction.load();
+  }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    TORCH_CHECK(fraction >= 0 && fraction <= 1, "streampool: memory fraction ", fraction,
+                " of device ", static_cast<int>(device), " is outside [0, 1]");
+    std::size_t free = 0, total = 0;
+    {
+      const c10::cuda::CUDAGuard guard(device);
+      C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    }
+    const auto limit = static_cast<std::size_t>(fraction * static_cast<double>(total));
+    // A fraction of 0 allows nothing: the pool's limit 0 would mean "none", so 1 byte.
+    TORCH_CHECK(sp_pool_set_memory_limit(pool_of(device), limit == 0 ? 1 : limit) ==
+                    STREAMPOOL_STATUS_SUCCESS,
+                "streampool: memory fraction ", fraction, " of device ", static_cast<int>(device),
+                ": ", last_error());
+    state_of(device).fraction.store(fraction);
+  }
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex) override {
+    return {};
+  }
+  void enable(bool value) override {
+    if (!value) not_yet("caching_allocator_enable(False)");
+  }
+  bool isEnabled() const override { return true; }
+  void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
+    // What cuDNN may ask for as workspace: the device's free memory, as PyTorch's allocator
+    // starts from, plus what the pool caches (a lower bound of its largest free block's reach).
+    std::size_t free = 0, total = 0;
+    {
+      const c10::cuda::CUDAGuard guard(device);
+      C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    }
+    if (*largest == 0) *largest = free;
+  }
+  void* getBaseAllocation(void*, size_t*) override { not_yet("getBaseAllocation"); }
+  cca::SnapshotInfo snapshot(c10::MempoolId_t, bool) override { not_yet("memory snapshots"); }
+  void beginAllocateToPool(c10::DeviceIndex, c10::MempoolId_t,
+                           std::function<bool(cudaStream_t)>) override {
+    not_yet("CUDA graphs and memory pools");
+  }
+  void endAllocateToPool(c10::DeviceIndex, c10::MempoolId_t) override {
+    not_yet("CUDA graphs and memory pools");
+  }
+  void releasePool(c10::DeviceIndex, c10::MempoolId_t) override {
+    not_yet("CUDA graphs and memory pools");
+  }
+  cca::ShareableHandle shareIpcHandle(void*) override { not_yet("sharing tensors with IPC"); }
+  std::shared_ptr<void> getIpcDevPtr(std::string) override { not_yet("sharing tensors with IPC"); }
+  void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn, size_t,
+                     c10::CachingDeviceAllocator::RecordContext, bool,
+                     const std::vector<std::string>&) override {
+    if (enabled) not_yet("_record_memory_history");
+  }
+  void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override {
+    const std::lock_guard lock(observers_mu_);
+    oom_observers_.push_back(std::move(observer));
+  }
+  void attachAllocatorTraceTracker(cca::AllocatorTraceTracker) override {
+    not_yet("allocator trace trackers");
+  }
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    const c10::cuda::CUDAGuard guard(dev);
+    const cudaError_t e = cudaDeviceEnablePeerAccess(dev_to_access, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+      return;
+    }
+    C10_CUDA_CHECK(e);
+  }
+  cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
+                          cudaStream_t stream, bool p2p_enabled) override {
+    if (!p2p_enabled && dst_device != src_device) {
+      return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
+    }
+    return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+  }
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex,
+                                                          c10::MempoolId_t) override {
+    not_yet("CUDA graph trees (checkpointing)");
+  }
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex,
+                                              std::shared_ptr<cca::AllocatorState>) override {
+    not_yet("CUDA graph trees (checkpointing)");
+  }
+  std::string name() override { return "streampool"; }
+
+  /// Frees p (raw_delete, the DataPtr deleter). Never throws: it runs in tensor destructors.
+  void free(void* p) noexcept {
+    if (p == nullptr) return;
+    block b;
+    if (!blocks_.take(p, b)) {
+      // LCOV_EXCL_START: a pointer that is not ours is reported, never freed.
+      std::fprintf(stderr, "streampool: native allocator: free of %p, which it did not hand out\n",
+                   p);
+      return;
+      // LCOV_EXCL_STOP
+    }
+    {
+      state& st = state_of(static_cast<c10::DeviceIndex>(b.device));
+      const std::lock_guard lock(st.mu);
+      count(st.stats, b, /*out=*/false);
+    }
+    sp_torch_free(p, b.requested, b.device, b.stream);
+  }
+
+ private:
+  struct state {
+    std::mutex mu;
+    DeviceStats stats;
+    bool reserved_peak_reset = false;
+    std::int64_t reserved_peak_floor = 0;
+    std::atomic<double> fraction{1.0};
+    std::atomic<bool> pool_made{false};
+  };
+
+  static std::array<std::array<Stat, 3>*, 9> stat_arrays(DeviceStats& s) {
+    return {&s.allocation,      &s.segment,        &s.active,       &s.inactive_split,
+            &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
+            &s.requested_bytes};
+  }
+
+  state& state_of(c10::DeviceIndex device) {
+    TORCH_CHECK(device >= 0 && device < max_devices, "streampool: CUDA device ",
+                static_cast<int>(device), " is out of range [0, ", max_devices, ")");
+    return states_[static_cast<std::size_t>(device)];
+  }
+  bool pool_made(c10::DeviceIndex device) { return state_of(device).pool_made.load(); }
+
+  void* alloc(std::size_t n, c10::DeviceIndex device, cudaStream_t stream) {
+    state& st = state_of(device);
+    void* p = nullptr;
+    try {
+      p = sp_torch_malloc(n, device, stream);
+    } catch (const std::bad_alloc& e) {
+      out_of_memory(st, n, device, e.what());
+    }
+    st.pool_made.store(true, std::memory_order_relaxed);
+    block b{n, n, device, stream};
+    std::size_t size = 0;
+    if (sp_pool_block_size(pool_of(device), p, &size) == STREAMPOOL_STATUS_SUCCESS) b.size = size;
+    blocks_.insert(p, b);
+    const std::lock_guard lock(st.mu);
+    count(st.stats, b, /*out=*/true);
+    return p;
+  }
+
+  [[noreturn]] void out_of_memory(state& st, std::size_t n, c10::DeviceIndex device,
+                                  const char* what) {
+    {
+      const std::lock_guard lock(st.mu);
+      ++st.stats.num_ooms;
+    }
+    std::size_t free = 0, total = 0;
+    (void)cudaMemGetInfo(&free, &total);
+    std::vector<cca::OutOfMemoryObserver> observers;
+    {
+      const std::lock_guard lock(observers_mu_);
+      observers = oom_observers_;
+    }
+    for (const auto& o : observers) o(device, n, total, free);
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (streampool). Tried to allocate ",
+                     n, " bytes on device ", static_cast<int>(device), ": ", what);
+  }
+
+  std::atomic<int> device_count_{0};
+  std::array<state, max_devices> states_;
+  block_map blocks_;
+  std::mutex observers_mu_;
+  std::vector<cca::OutOfMemoryObserver> oom_observers_;
+};
+
+allocator* the_allocator = nullptr;
+
+void delete_block(void* p) { the_allocator->free(p); }
+
+}  // namespace
+
+void install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cca::CUDAAllocator* current = cca::allocator.load();
+    if (current != nullptr && current->initialized()) {
+      const DeviceStats s = current->getDeviceStats(c10::cuda::current_device());
+      TORCH_CHECK(s.allocation[static_cast<std::size_t>(StatType::AGGREGATE)].current == 0,
+                  "streampool: PyTorch's CUDA allocator (", current->name(), ") already holds ",
+                  s.allocation[0].current,
+                  " allocations; enable streampool before the first CUDA tensor");
+    }
+    the_allocator = new allocator();  // never deleted: tensors die in static destructors
+    if (current != nullptr && current->initialized()) {
+      the_allocator->init(c10::cuda::device_count());
+    }
+    c10::SetAllocator(c10::DeviceType::CUDA, the_allocator, /*priority=*/1);
+    cca::allocator.store(the_allocator);
+  });
+}
+
+}  // namespace streampool::torch_native
+
+extern "C" __attribute__((visibility("default"))) int sp_torch_native_install(char* message,
+                                                                              size_t capacity) {
+  try {
+    streampool::torch_native::install();
+    return 0;
+  } catch (const std::exception& e) {
+    if (message != nullptr && capacity > 0) {
+      std::snprintf(message, capacity, "%s", e.what());
+    }
+    return 1;
+  }
+}

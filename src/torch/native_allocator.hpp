@@ -1,0 +1,28 @@
+// streampool: PyTorch's CUDA allocator interface on streampool's pools (issue 44, first part).
+//
+// Work in progress on a branch: allocation, free, record_stream, empty_cache, the memory fraction
+// and PyTorch's statistics. CUDA graphs, memory pools, snapshots, history and IPC throw an error
+// that names what is missing, so that nothing silently does less than PyTorch's own allocator.
+//
+// Glossary
+//   block       what allocate() or raw_alloc*() handed out: its pointer, the bytes asked for, the
+//               device and the stream it was allocated on (the plug-in frees on that stream).
+//   block map   pointer -> block, in shards by pointer: raw_delete() gets only the pointer, and
+//               PyTorch's statistics count the requested size at the free.
+//
+// Invariants
+//   - Every pointer in the block map is live memory of a plug-in pool (sp_torch_malloc) and is in
+//     exactly one shard; a free removes it before the memory goes back.
+//   - stats[d] changes only under stats_mu[d].
+#pragma once
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+namespace streampool::torch_native {
+
+/// Installs streampool as PyTorch's CUDA allocator (c10::SetAllocator at priority 1 and the
+/// CUDACachingAllocator atomic). Refuses when the allocator in use has live allocations.
+/// Never destroyed: PyTorch frees tensors from static destructors.
+void install();
+
+}  // namespace streampool::torch_native

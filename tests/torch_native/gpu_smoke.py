@@ -1,0 +1,42 @@
+"""GPU smoke test of the native allocator (work in progress, issue 44). Usage, on a GPU machine:
+STREAMPOOL_LIBRARY=... python gpu_smoke.py path/to/libstreampool_torch.so"""
+import ctypes
+import sys
+
+import torch
+
+lib = ctypes.CDLL(sys.argv[1])
+buf = ctypes.create_string_buffer(512)
+assert lib.sp_torch_native_install(buf, 512) == 0, buf.value
+assert torch.cuda.get_allocator_backend() == "streampool"
+x = torch.empty(1000, device="cuda")            # 4000 bytes: small
+y = torch.empty(4 << 20, device="cuda")         # 16 MiB: large
+st = torch.cuda.memory_stats()
+assert st["allocation.all.current"] == 2, st
+assert st["requested_bytes.all.current"] == 4000 + (16 << 20), st
+assert torch.cuda.memory_allocated() >= st["requested_bytes.all.current"]
+peak = torch.cuda.max_memory_allocated()
+del y
+assert torch.cuda.memory_allocated() < peak
+torch.cuda.reset_peak_memory_stats()
+assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+s = torch.cuda.Stream()
+with torch.cuda.stream(s):
+    z = x * 2
+x.record_stream(s)
+del x
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+torch.cuda.set_per_process_memory_fraction(0.01)
+try:
+    torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
+    raise AssertionError("expected torch.OutOfMemoryError")
+except torch.OutOfMemoryError as e:
+    assert "streampool" in str(e), e
+assert torch.cuda.memory_stats()["num_ooms"] == 1
+torch.cuda.set_per_process_memory_fraction(1.0)
+m = torch.nn.Linear(512, 512).cuda()
+for _ in range(3):
+    m(torch.randn(64, 512, device="cuda")).sum().backward()
+torch.cuda.synchronize()
+print("gpu smoke ok", torch.cuda.memory_stats()["allocated_bytes.all.peak"])
