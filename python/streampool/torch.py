@@ -46,6 +46,20 @@ def enable(conservative: Optional[bool] = None) -> None:
         return
     import torch  # type: ignore[import-not-found]
 
+    # Work in progress (issue 44): STREAMPOOL_TORCH_NATIVE names libstreampool_torch.so, the
+    # native allocator (CUDA graphs, snapshots and IPC not yet: they raise "not supported yet").
+    native = os.environ.get("STREAMPOOL_TORCH_NATIVE")
+    if native:
+        lib = ctypes.CDLL(native)
+        message = ctypes.create_string_buffer(1024)
+        if lib.sp_torch_native_install(message, len(message)) != 0:
+            raise RuntimeError("streampool.torch: the native allocator refused: "
+                               + message.value.decode())
+        _state["native"] = lib
+        _state["hooks"] = RECORD_STREAM | EMPTY_CACHE
+        _state["enabled"] = True
+        return
+
     alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib._name, "sp_torch_malloc", "sp_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
     _state["allocator"] = alloc  # PyTorch keeps its own reference; this one is for inspection
