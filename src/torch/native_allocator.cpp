@@ -98,10 +98,20 @@ std::string last_error() {
   return m != nullptr ? std::string(m) : std::string("(no message)");
 }
 
+/// The plug-in pool's C handle for `device`: sp_torch_pool adds a handle at each call, so it is
+/// asked once per device and kept (handles[d]; a race makes two, one of which stays unused).
 sp_pool_t pool_of(int device) {
+  static std::array<std::atomic<sp_pool_t>, max_devices> handles{};
+  std::atomic<sp_pool_t>& slot = handles.at(static_cast<std::size_t>(device));
+  if (sp_pool_t h = slot.load(std::memory_order_acquire)) return h;
   sp_pool_t pool = nullptr;
   const sp_status_t st = sp_torch_pool(device, &pool);
   TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: device ", device, ": ", last_error());
+  sp_pool_t expected = nullptr;
+  if (!slot.compare_exchange_strong(expected, pool, std::memory_order_acq_rel)) {
+    (void)sp_pool_destroy(pool);
+    return expected;
+  }
   return pool;
 }
 
