@@ -279,6 +279,10 @@ SP_API sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t str
 SP_API sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream);
 /** Usable size of the live block at ptr (>= the requested size). */
 SP_API sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size);
+/** A new handle to the pool's device (release it with sp_device_destroy, which drops only the
+ *  handle): for a pool whose device the caller never had a handle to, such as sp_torch_pool's.
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT when the device is gone. */
+SP_API sp_status_t sp_pool_get_device(sp_pool_t pool, sp_device_t* device);
 
 /** What sp_pool_get_statistics reports. Initialise with sp_pool_statistics_init. */
 typedef struct sp_pool_statistics_s {

@@ -9,11 +9,13 @@
 #include "streampool/error.hpp"
 #include "struct_size.hpp"
 
+using streampool::c_api::add_device;
 using streampool::c_api::add_pool;
 using streampool::c_api::allocation;
 using streampool::c_api::allocation_registry;
 using streampool::c_api::destroy_handle;
 using streampool::c_api::device_of;
+using streampool::c_api::device_payload;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::handle_kind;
@@ -294,6 +296,15 @@ sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size) {
                          format_ptr(ptr).c_str())};
     }
     *size = a->owner.block_size(ptr);
+  });
+}
+
+sp_status_t sp_pool_get_device(sp_pool_t pool, sp_device_t* device) {
+  return guarded([&] {
+    const auto p = pool_of(pool, "sp_pool_get_device");
+    require(device, "sp_pool_get_device", "device (the output)");
+    // get_device() throws logic_error (INVALID_ARGUMENT) when the device's state is gone.
+    *device = add_device(std::make_unique<device_payload>(device_payload{p->p.get_device()}));
   });
 }
 

@@ -315,6 +315,36 @@ static void test_device_first(void) {
   OK(sp_pool_destroy(p));
 }
 
+/* A pool's device through the pool alone (sp_torch_pool's pools come with no device handle): the
+ * same device, with a handle of its own that makes streams for the pool. */
+static void test_pool_get_device(void) {
+  sp_device_t d = checking_device();
+  sp_device_t got = NULL;
+  sp_stream_t s = NULL;
+  sp_pool_t p = limited_pool(d, 0);
+  uint64_t want = 0, id = 1;
+  const char* name = NULL;
+  void* a = NULL;
+  OK(sp_pool_get_device(p, &got));
+  CHECK(got != NULL && got != d);
+  OK(sp_device_id(d, &want));
+  OK(sp_device_id(got, &id));
+  CHECK(id == want);
+  OK(sp_device_backend_name(got, &name));
+  CHECK(name != NULL && strcmp(name, "host") == 0);
+  /* The first handle dropped, the new one still works: a stream of it allocates from p. */
+  OK(sp_device_destroy(d));
+  OK(sp_stream_create(got, &s));
+  OK(sp_pool_allocate(p, 256, s, &a));
+  OK(sp_pool_deallocate(p, a, s));
+  OK(sp_stream_destroy(s));
+  REFUSED(sp_pool_get_device(p, NULL), "sp_pool_get_device", "device (the output) is NULL", NULL);
+  REFUSED(sp_pool_get_device(NULL, &got), "sp_pool_get_device", "pool", NULL);
+  expect_no_violations(got);
+  OK(sp_device_destroy(got));
+  OK(sp_pool_destroy(p));
+}
+
 /* ---- threads: the origin report's reproducer ------------------------------------------------- */
 
 enum { per_thread = 200, elements = 256, threads = 4 };
@@ -546,6 +576,7 @@ int main(void) {
   test_statistics();
   test_destruction_orders();
   test_device_first();
+  test_pool_get_device();
   test_cross_stream();
   test_origin_reproducer();
   test_reclaim_hook();
