@@ -12,10 +12,12 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -115,10 +117,43 @@ sp_pool_t pool_of(int device) {
   return pool;
 }
 
+/// Whether the plug-in's pools run on the host backend (STREAMPOOL_TORCH_BACKEND=host: the tests
+/// without a GPU, tests/torch_native/). Asked once, and only where CUDA names no device: asking
+/// makes the plug-in's pool of device 0.
+bool plugin_on_host() {
+  static const bool on_host = [] {
+    try {
+      sp_device_t dev = nullptr;
+      if (sp_pool_get_device(pool_of(0), &dev) != STREAMPOOL_STATUS_SUCCESS) return false;
+      const char* name = nullptr;
+      const bool host = sp_device_backend_name(dev, &name) == STREAMPOOL_STATUS_SUCCESS &&
+                        std::strcmp(name, "host") == 0;
+      (void)sp_device_destroy(dev);
+      return host;
+    } catch (const c10::Error&) {
+      return false;  // no plug-in pool either: CUDA's error is the one to report
+    }
+  }();
+  return on_host;
+}
+
+/// The device of a call that names only a stream (raw_alloc_with_stream): CUDA's current device.
+/// Where CUDA names none (no driver or no GPU) and the plug-in runs on the host backend, its
+/// device 0: the allocator's bookkeeping is tested there, through this call, without a GPU.
+c10::DeviceIndex stream_call_device() {
+  c10::DeviceIndex device = -1;
+  const cudaError_t e = c10::cuda::GetDevice(&device);
+  if (e == cudaSuccess) return device;
+  (void)cudaGetLastError();  // reported below, or not an error on the host backend
+  if (plugin_on_host()) return 0;
+  C10_CUDA_CHECK(e);
+  return device;  // not reached: C10_CUDA_CHECK threw
+}
+
 void count(DeviceStats& s, const block& b, bool out) {
-  const std::size_t type =
+  const auto type =
       static_cast<std::size_t>(b.size <= small_max ? StatType::SMALL_POOL : StatType::LARGE_POOL);
-  const std::size_t all = static_cast<std::size_t>(StatType::AGGREGATE);
+  const auto all = static_cast<std::size_t>(StatType::AGGREGATE);
   for (const std::size_t t : {all, type}) {
     if (out) {
       s.allocation[t].increase(1);
@@ -177,9 +212,17 @@ class allocator final : public cca::CUDAAllocator {
     DeviceStats out = st.stats;
     Stat& reserved = out.reserved_bytes[static_cast<std::size_t>(StatType::AGGREGATE)];
     reserved.current = static_cast<std::int64_t>(ps.reserved_bytes);
-    // The pool's peak is exact and cannot be reset: a reset takes the current value instead.
-    reserved.peak = st.reserved_peak_reset ? std::max(st.reserved_peak_floor, reserved.current)
-                                           : static_cast<std::int64_t>(ps.peak_reserved_bytes);
+    // The pool's peak is exact but cannot be reset. After a reset it is still the peak since the
+    // reset once it has grown past its value at the reset (the new peak came after it). Until
+    // then the peak since the reset is known only at the reads: the largest reserved count read
+    // (a lower bound; exact needs a peak reset in the pool).
+    const auto pool_peak = static_cast<std::int64_t>(ps.peak_reserved_bytes);
+    if (!st.reserved_peak_reset || pool_peak > st.pool_peak_at_reset) {
+      reserved.peak = pool_peak;
+    } else {
+      st.reserved_peak_floor = std::max(st.reserved_peak_floor, reserved.current);
+      reserved.peak = st.reserved_peak_floor;
+    }
     out.num_device_alloc = static_cast<std::int64_t>(ps.upstream_allocations + ps.upstream_creates);
     out.num_device_free =
         static_cast<std::int64_t>(ps.upstream_deallocations + ps.upstream_releases);
@@ -200,14 +243,15 @@ class allocator final : public cca::CUDAAllocator {
     for (auto* a : stat_arrays(st.stats)) {
       for (Stat& s : *a) s.reset_peak();
     }
-    // Reserved bytes come from the pool: from now on its peak is tracked from here (an
-    // approximation until the pool can reset its own peak: taken at each read).
+    // Reserved bytes come from the pool, whose peak cannot be reset: getDeviceStats starts the
+    // peak since now from here.
     sp_pool_statistics_t ps;
     sp_pool_statistics_init(&ps);
     if (pool_made(device) &&
         sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS) {
       st.reserved_peak_reset = true;
       st.reserved_peak_floor = static_cast<std::int64_t>(ps.reserved_bytes);
+      st.pool_peak_at_reset = static_cast<std::int64_t>(ps.peak_reserved_bytes);
     }
   }
 
@@ -218,7 +262,7 @@ class allocator final : public cca::CUDAAllocator {
   }
   void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
     if (nbytes == 0) return nullptr;
-    return alloc(nbytes, c10::cuda::current_device(), stream);
+    return alloc(nbytes, stream_call_device(), stream);
   }
   void raw_delete(void* ptr) override { delete_block(ptr); }
   void init(int device_count) override {
@@ -277,6 +321,8 @@ class allocator final : public cca::CUDAAllocator {
   }
   cca::ShareableHandle shareIpcHandle(void*) override { not_yet("sharing tensors with IPC"); }
   std::shared_ptr<void> getIpcDevPtr(std::string) override { not_yet("sharing tensors with IPC"); }
+  // PyTorch's default throws; profilers and memory tools ask before they record.
+  bool isHistoryEnabled() override { return false; }
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn, size_t,
                      c10::CachingDeviceAllocator::RecordContext, bool,
                      const std::vector<std::string>&) override {
@@ -338,8 +384,10 @@ class allocator final : public cca::CUDAAllocator {
   struct state {
     std::mutex mu;
     DeviceStats stats;
+    // The reserved peak since resetPeakStats (getDeviceStats says how it is read).
     bool reserved_peak_reset = false;
     std::int64_t reserved_peak_floor = 0;
+    std::int64_t pool_peak_at_reset = 0;
     std::atomic<double> fraction{1.0};
     std::atomic<bool> pool_made{false};
   };
@@ -353,7 +401,8 @@ class allocator final : public cca::CUDAAllocator {
   state& state_of(c10::DeviceIndex device) {
     TORCH_CHECK(device >= 0 && device < max_devices, "streampool: CUDA device ",
                 static_cast<int>(device), " is out of range [0, ", max_devices, ")");
-    return states_[static_cast<std::size_t>(device)];
+    // DeviceIndex is a signed char, checked non-negative above.
+    return states_[static_cast<std::size_t>(static_cast<unsigned char>(device))];
   }
   bool pool_made(c10::DeviceIndex device) { return state_of(device).pool_made.load(); }
 
@@ -411,11 +460,18 @@ void install() {
   std::call_once(once, [] {
     cca::CUDAAllocator* current = cca::allocator.load();
     if (current != nullptr && current->initialized()) {
-      const DeviceStats s = current->getDeviceStats(c10::cuda::current_device());
-      TORCH_CHECK(s.allocation[static_cast<std::size_t>(StatType::AGGREGATE)].current == 0,
-                  "streampool: PyTorch's CUDA allocator (", current->name(), ") already holds ",
-                  s.allocation[0].current,
-                  " allocations; enable streampool before the first CUDA tensor");
+      // Every device, not only the current one: a tensor of device 1 would be freed here. An
+      // initialised allocator has device 0 at least (PyTorch initialises it only where CUDA
+      // counts a device; the tests' stand-in without a GPU is initialised with none counted).
+      const int devices = std::max<int>(c10::cuda::device_count(), 1);
+      for (int d = 0; d < devices; ++d) {
+        const DeviceStats s = current->getDeviceStats(static_cast<c10::DeviceIndex>(d));
+        const std::int64_t live =
+            s.allocation[static_cast<std::size_t>(StatType::AGGREGATE)].current;
+        TORCH_CHECK(live == 0, "streampool: PyTorch's CUDA allocator (", current->name(),
+                    ") already holds ", live, " allocations on device ", d,
+                    "; enable streampool before the first CUDA tensor");
+      }
     }
     the_allocator = new allocator();  // never deleted: tensors die in static destructors
     if (current != nullptr && current->initialized()) {
@@ -428,15 +484,17 @@ void install() {
 
 }  // namespace streampool::torch_native
 
-extern "C" __attribute__((visibility("default"))) int sp_torch_native_install(char* message,
-                                                                              size_t capacity) {
+int sp_torch_native_install(char* message, size_t capacity) {
+  const auto tell = [&](const char* text) {
+    if (message != nullptr && capacity > 0) std::snprintf(message, capacity, "%s", text);
+    return 1;
+  };
   try {
     streampool::torch_native::install();
     return 0;
+  } catch (const c10::Error& e) {
+    return tell(e.what_without_backtrace());  // what() adds C++ frames to the message
   } catch (const std::exception& e) {
-    if (message != nullptr && capacity > 0) {
-      std::snprintf(message, capacity, "%s", e.what());
-    }
-    return 1;
+    return tell(e.what());
   }
 }

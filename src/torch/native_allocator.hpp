@@ -26,3 +26,10 @@ namespace streampool::torch_native {
 void install();
 
 }  // namespace streampool::torch_native
+
+extern "C" {
+/// install() for C and ctypes (python/streampool/torch.py): 0 once installed (again: 0, nothing
+/// changes); 1 when refused or failed, with the error's text in `message` (`capacity` bytes with
+/// its NUL, truncated; may be NULL).
+__attribute__((visibility("default"))) int sp_torch_native_install(char* message, size_t capacity);
+}

@@ -1,0 +1,427 @@
+// The native PyTorch allocator (src/torch/native_allocator.hpp) without a GPU: installed as
+// PyTorch's CUDA allocator, then called through PyTorch's allocator interface as torch.cuda's
+// bindings call it (memory_stats is getDeviceStats, caching_allocator_alloc is
+// raw_alloc_with_stream, ...). STREAMPOOL_TORCH_BACKEND=host puts the plug-in's pools on a
+// checking host backend; queues of its device stand in for CUDA streams. allocate() and
+// raw_alloc() ask CUDA for the current stream, so memory comes from raw_alloc_with_stream here.
+//
+// Glossary
+//   plug-in pool   the pool of "CUDA device" 0 that the allocator allocates from
+//                  (src/c_api/torch_plugin.cpp); sp_torch_pool gives a handle to it, so that the
+//                  tests read its numbers and set its limit beside the allocator.
+#include "torch/native_allocator.hpp"
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "streampool.h"
+
+namespace {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr auto all = static_cast<std::size_t>(StatType::AGGREGATE);
+constexpr auto small = static_cast<std::size_t>(StatType::SMALL_POOL);
+constexpr auto large = static_cast<std::size_t>(StatType::LARGE_POOL);
+constexpr std::size_t mib = std::size_t{1} << 20;
+
+const bool host_plugin = [] {
+  setenv("STREAMPOOL_TORCH_BACKEND", "host", 1);
+  return true;
+}();
+
+/// PyTorch's CUDA allocator as the process started (libc10_cuda's static initialisers ran first).
+cca::CUDAAllocator* const pytorch_allocator = cca::allocator.load();
+
+/// Streampool's allocator, installed once for the process by the first test that asks.
+cca::CUDAAllocator& installed() {
+  static cca::CUDAAllocator* const a = [] {
+    char message[512] = "";
+    EXPECT_EQ(sp_torch_native_install(message, sizeof message), 0) << message;
+    return cca::allocator.load();
+  }();
+  return *a;
+}
+
+/// The plug-in's device 0 and two of its queues. Like PyTorch's streams, the queues live as long
+/// as the process: the plug-in wraps each handle once and keeps it.
+struct plugin_device {
+  sp_pool_t pool = nullptr;
+  sp_device_t device = nullptr;
+  cudaStream_t a = nullptr;
+  cudaStream_t b = nullptr;
+};
+
+plugin_device& plugin() {
+  static plugin_device* const d = [] {
+    EXPECT_TRUE(host_plugin);
+    auto* p = new plugin_device;
+    EXPECT_EQ(sp_torch_pool(0, &p->pool), STREAMPOOL_STATUS_SUCCESS) << sp_last_error_message();
+    EXPECT_EQ(sp_pool_get_device(p->pool, &p->device), STREAMPOOL_STATUS_SUCCESS)
+        << sp_last_error_message();
+    for (cudaStream_t* queue : {&p->a, &p->b}) {
+      sp_stream_t s = nullptr;  // never destroyed: its queue is the "CUDA stream"
+      void* native = nullptr;
+      EXPECT_EQ(sp_stream_create(p->device, &s), STREAMPOOL_STATUS_SUCCESS);
+      EXPECT_EQ(sp_stream_native(s, &native), STREAMPOOL_STATUS_SUCCESS);
+      *queue = static_cast<cudaStream_t>(native);
+    }
+    return p;
+  }();
+  return *d;
+}
+
+DeviceStats stats(c10::DeviceIndex device = 0) { return installed().getDeviceStats(device); }
+
+sp_pool_statistics_t pool_statistics() {
+  sp_pool_statistics_t s;
+  sp_pool_statistics_init(&s);
+  EXPECT_EQ(sp_pool_get_statistics(plugin().pool, &s), STREAMPOOL_STATUS_SUCCESS);
+  return s;
+}
+
+std::size_t block_size(const void* p) {
+  std::size_t n = 0;
+  EXPECT_EQ(sp_pool_block_size(plugin().pool, p, &n), STREAMPOOL_STATUS_SUCCESS)
+      << sp_last_error_message();
+  return n;
+}
+
+void* alloc(std::size_t n, cudaStream_t stream = nullptr) {
+  return installed().raw_alloc_with_stream(n, stream != nullptr ? stream : plugin().a);
+}
+
+/// The text of the exception that `call` throws (a c10::Error's without C++ frames); "" when it
+/// throws none. PyTorch's bindings raise either kind as a Python exception with that text.
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::int64_t i64(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+/// Every Stat of `s`, named, for checks that cover them all.
+std::vector<std::pair<std::string, Stat>> every_stat(const DeviceStats& s) {
+  std::vector<std::pair<std::string, Stat>> out;
+  const std::pair<const char*, const c10::CachingAllocator::StatArray*> arrays[] = {
+      {"allocation", &s.allocation},
+      {"segment", &s.segment},
+      {"active", &s.active},
+      {"inactive_split", &s.inactive_split},
+      {"allocated_bytes", &s.allocated_bytes},
+      {"reserved_bytes", &s.reserved_bytes},
+      {"active_bytes", &s.active_bytes},
+      {"inactive_split_bytes", &s.inactive_split_bytes},
+      {"requested_bytes", &s.requested_bytes}};
+  const char* const types[] = {"all", "small_pool", "large_pool"};
+  for (const auto& [name, array] : arrays) {
+    for (std::size_t t = 0; t < 3; ++t) {
+      out.emplace_back(std::string(name) + "." + types[t], (*array)[t]);
+    }
+  }
+  out.emplace_back("oversize_allocations", s.oversize_allocations);
+  out.emplace_back("oversize_segments", s.oversize_segments);
+  return out;
+}
+
+/// Every test ends with the host backend's race detector quiet: it saw every command, and none
+/// reused memory before the work that used it was done.
+class NativeAllocator : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::size_t violations = 0;
+    ASSERT_EQ(sp_device_violation_count(plugin().device, &violations), STREAMPOOL_STATUS_SUCCESS);
+    EXPECT_EQ(violations, 0u);
+  }
+};
+
+}  // namespace
+
+TEST_F(NativeAllocator, InstallsItselfAsPyTorchsCudaAllocator) {
+  ASSERT_NE(pytorch_allocator, nullptr);
+  EXPECT_NE(pytorch_allocator->name(), "streampool");
+  cca::CUDAAllocator& a = installed();
+  EXPECT_NE(&a, pytorch_allocator);
+  EXPECT_EQ(a.name(), "streampool");  // torch.cuda.get_allocator_backend()
+  EXPECT_EQ(cca::get(), &a);
+  EXPECT_EQ(c10::GetAllocator(c10::DeviceType::CUDA), &a) << "torch.empty(device='cuda')";
+  // Installed again: nothing changes.
+  char message[256] = "";
+  EXPECT_EQ(sp_torch_native_install(message, sizeof message), 0) << message;
+  EXPECT_EQ(cca::allocator.load(), &a);
+  // PyTorch's allocator had not been initialised (no CUDA device here), so neither is this one:
+  // PyTorch's lazy CUDA init calls init() later.
+  EXPECT_FALSE(a.initialized());
+  EXPECT_TRUE(a.isEnabled());
+  EXPECT_FALSE(a.isHistoryEnabled()) << "PyTorch's default throws; memory tools ask first";
+  EXPECT_EQ(a.raw_deleter(), c10::GetAllocator(c10::DeviceType::CUDA)->raw_deleter());
+}
+
+// torch.cuda.memory_stats() of a device that never allocated: every key PyTorch fills, zero.
+TEST_F(NativeAllocator, StatisticsOfAnUntouchedDeviceAreZero) {
+  const DeviceStats s = stats(1);  // device 1: no allocation in this process, no plug-in pool
+  for (const auto& [name, stat] : every_stat(s)) {
+    EXPECT_EQ(stat.current, 0) << name;
+    EXPECT_EQ(stat.peak, 0) << name;
+    EXPECT_EQ(stat.allocated, 0) << name;
+    EXPECT_EQ(stat.freed, 0) << name;
+  }
+  EXPECT_EQ(s.num_alloc_retries, 0);
+  EXPECT_EQ(s.num_ooms, 0);
+  EXPECT_EQ(s.num_sync_all_streams, 0);
+  EXPECT_EQ(s.num_device_alloc, 0);
+  EXPECT_EQ(s.num_device_free, 0);
+}
+
+// The statistics behind memory_allocated(), max_memory_allocated(), memory_reserved() and
+// reset_peak_memory_stats(): exact block sizes, requested sizes, PyTorch's 1 MiB split between
+// small and large, peaks, and reserved bytes and device allocations from the plug-in's pool.
+TEST_F(NativeAllocator, RawAllocAndDeleteAreCountedExactly) {
+  cca::CUDAAllocator& a = installed();
+  a.resetAccumulatedStats(0);
+  a.resetPeakStats(0);
+  ASSERT_EQ(stats().allocation[all].current, 0) << "every test frees what it allocates";
+
+  void* s = alloc(1000);
+  void* l = alloc(3 * mib);
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(l, nullptr);
+  const std::size_t sb = block_size(s);
+  const std::size_t lb = block_size(l);
+  EXPECT_GE(sb, 1000u);
+  EXPECT_LE(sb, mib);
+  EXPECT_GE(lb, 3 * mib);
+
+  DeviceStats st = stats();
+  EXPECT_EQ(st.allocation[all].current, 2);
+  EXPECT_EQ(st.allocation[small].current, 1);
+  EXPECT_EQ(st.allocation[large].current, 1);
+  EXPECT_EQ(st.active[all].current, 2);
+  EXPECT_EQ(st.allocated_bytes[all].current, i64(sb + lb));
+  EXPECT_EQ(st.allocated_bytes[small].current, i64(sb));
+  EXPECT_EQ(st.allocated_bytes[large].current, i64(lb));
+  EXPECT_EQ(st.active_bytes[all].current, i64(sb + lb));
+  EXPECT_EQ(st.requested_bytes[all].current, i64(1000 + 3 * mib));
+  EXPECT_EQ(st.requested_bytes[small].current, 1000);
+  EXPECT_EQ(st.requested_bytes[large].current, i64(3 * mib));
+  EXPECT_EQ(st.allocated_bytes[all].peak, i64(sb + lb));
+  EXPECT_EQ(st.allocation[all].allocated, 2);
+  const sp_pool_statistics_t ps = pool_statistics();
+  EXPECT_EQ(st.reserved_bytes[all].current, i64(ps.reserved_bytes));
+  EXPECT_GE(ps.reserved_bytes, sb + lb);
+  EXPECT_EQ(st.num_device_alloc, i64(ps.upstream_allocations + ps.upstream_creates));
+  EXPECT_GT(st.num_device_alloc, 0);
+
+  a.raw_delete(l);
+  st = stats();
+  EXPECT_EQ(st.allocation[all].current, 1);
+  EXPECT_EQ(st.allocation[large].current, 0);
+  EXPECT_EQ(st.allocated_bytes[all].current, i64(sb));
+  EXPECT_EQ(st.allocated_bytes[all].peak, i64(sb + lb)) << "a free keeps the peak";
+  EXPECT_EQ(st.allocated_bytes[all].allocated, i64(sb + lb));
+  EXPECT_EQ(st.allocated_bytes[all].freed, i64(lb));
+  EXPECT_EQ(st.requested_bytes[large].freed, i64(3 * mib));
+  EXPECT_EQ(pool_statistics().live_bytes, sb) << "the block went back to the plug-in's pool";
+
+  a.resetPeakStats(0);
+  EXPECT_EQ(stats().allocated_bytes[all].peak, i64(sb));
+  a.raw_delete(s);
+  st = stats();
+  for (const auto& [name, stat] : every_stat(st)) {
+    if (name.rfind("reserved_bytes", 0) != 0) {
+      EXPECT_EQ(stat.current, 0) << name;
+    }
+  }
+  EXPECT_EQ(st.allocation[all].allocated, 2);
+  EXPECT_EQ(st.allocation[all].freed, 2);
+
+  a.resetAccumulatedStats(0);
+  st = stats();
+  EXPECT_EQ(st.allocation[all].allocated, 0);
+  EXPECT_EQ(st.allocation[all].freed, 0);
+  EXPECT_EQ(st.allocated_bytes[all].peak, i64(sb)) << "resetAccumulatedStats keeps the peak";
+  EXPECT_EQ(pool_statistics().live_bytes, 0u);
+}
+
+TEST_F(NativeAllocator, FreedBlocksAreReusedOnTheirStream) {
+  void* first = alloc(1000);
+  installed().raw_delete(first);
+  void* again = alloc(1000);
+  EXPECT_EQ(again, first) << "the free reached the plug-in's pool, which reuses on one stream";
+  installed().raw_delete(again);
+}
+
+TEST_F(NativeAllocator, ZeroBytesAndNullChangeNothing) {
+  const std::int64_t allocated = stats().allocation[all].allocated;
+  EXPECT_EQ(alloc(0), nullptr);  // as PyTorch's allocators: no block for 0 bytes
+  installed().raw_delete(nullptr);
+  EXPECT_EQ(stats().allocation[all].allocated, allocated);
+}
+
+TEST_F(NativeAllocator, AFreeOfMemoryItDidNotHandOutIsReportedAndIgnored) {
+  void* mine = alloc(4096);
+  const DeviceStats before = stats();
+  static int not_ours = 0;
+  testing::internal::CaptureStderr();
+  installed().raw_delete(&not_ours);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("which it did not hand out"), std::string::npos) << said;
+  const DeviceStats after = stats();
+  EXPECT_EQ(after.allocation[all].current, before.allocation[all].current);
+  EXPECT_EQ(after.allocated_bytes[all].freed, before.allocated_bytes[all].freed);
+  installed().raw_delete(mine);
+}
+
+TEST_F(NativeAllocator, EmptyCacheGivesTheCachedMemoryBack) {
+  installed().raw_delete(alloc(8 * mib));
+  const std::int64_t reserved = stats().reserved_bytes[all].current;
+  ASSERT_GE(pool_statistics().cached_bytes, 8 * mib);
+  installed().emptyCache();  // torch.cuda.empty_cache()
+  const std::int64_t after = stats().reserved_bytes[all].current;
+  EXPECT_LE(after, reserved - i64(8 * mib));
+  EXPECT_EQ(after, i64(pool_statistics().reserved_bytes));
+}
+
+// max_memory_reserved() after reset_peak_memory_stats(): the pool's own peak cannot be reset, so
+// the allocator reads it as the peak since the reset once the pool grows past it (exact), and
+// as the largest reserved count read until then (a lower bound: docs/torch.md).
+TEST_F(NativeAllocator, ReservedPeakAfterAResetFollowsNewGrowth) {
+  cca::CUDAAllocator& a = installed();
+  a.emptyCache();
+  a.resetPeakStats(0);
+  const std::int64_t at_reset = stats().reserved_bytes[all].current;
+  EXPECT_EQ(stats().reserved_bytes[all].peak, at_reset) << "a reset takes the current value";
+  // Past the pool's peak so far, and gone before the next read: the new peak came after the
+  // reset, so it is the pool's (no read saw it).
+  const std::size_t old_peak = pool_statistics().peak_reserved_bytes;
+  a.raw_delete(alloc(old_peak + 4 * mib));
+  a.emptyCache();
+  const sp_pool_statistics_t ps = pool_statistics();
+  ASSERT_GT(ps.peak_reserved_bytes, old_peak);
+  ASSERT_LT(ps.reserved_bytes, ps.peak_reserved_bytes);
+  EXPECT_EQ(stats().reserved_bytes[all].peak, i64(ps.peak_reserved_bytes));
+}
+
+// An allocation over the plug-in pool's limit: torch.OutOfMemoryError with the size and device,
+// the pool's own numbers, num_ooms, and PyTorch's out-of-memory observers (the memory snapshot
+// on OOM of torch.cuda.memory._record_memory_history uses one).
+TEST_F(NativeAllocator, OutOfMemoryRaisesPyTorchsErrorAndCallsTheObservers) {
+  static std::vector<std::pair<std::int64_t, std::size_t>> seen;  // observers stay attached
+  installed().attachOutOfMemoryObserver([](std::int64_t device, std::size_t bytes, std::size_t,
+                                           std::size_t) { seen.emplace_back(device, bytes); });
+  ASSERT_EQ(sp_pool_set_memory_limit(plugin().pool, 16 * mib), STREAMPOOL_STATUS_SUCCESS);
+  const DeviceStats before = stats();
+  std::string what;
+  try {
+    (void)alloc(64 * mib);
+    ADD_FAILURE() << "64 MiB under a 16 MiB limit";
+  } catch (const c10::OutOfMemoryError& e) {
+    what = e.what_without_backtrace();
+  }
+  EXPECT_EQ(sp_pool_set_memory_limit(plugin().pool, 0), STREAMPOOL_STATUS_SUCCESS);
+  EXPECT_NE(what.find("CUDA out of memory"), std::string::npos) << what;
+  EXPECT_NE(what.find("Tried to allocate 67108864 bytes on device 0"), std::string::npos) << what;
+  EXPECT_NE(what.find("16777216"), std::string::npos) << "the pool's limit: " << what;
+  const DeviceStats after = stats();
+  EXPECT_EQ(after.num_ooms, before.num_ooms + 1);
+  EXPECT_EQ(after.allocation[all].current, before.allocation[all].current);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, 0);
+  EXPECT_EQ(seen[0].second, 64 * mib);
+}
+
+TEST_F(NativeAllocator, MemoryFractionOutsideZeroToOneIsRefused) {
+  cca::CUDAAllocator& a = installed();
+  EXPECT_EQ(a.getMemoryFraction(0), 1.0);
+  EXPECT_NE(error_of([&] {
+              a.setMemoryFraction(1.5, 0);
+            }).find("memory fraction 1.5 of device 0 is outside [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { a.setMemoryFraction(-0.25, 0); }).find("outside [0, 1]"),
+            std::string::npos);
+  EXPECT_EQ(a.getMemoryFraction(0), 1.0);
+}
+
+TEST_F(NativeAllocator, DevicesOutOfRangeAreNamed) {
+  EXPECT_NE(error_of([] { (void)stats(64); }).find("CUDA device 64 is out of range [0, 64)"),
+            std::string::npos);
+}
+
+// tensor.record_stream(s): the plug-in is told (a queue it does not know is refused, naming
+// it); memory of another allocator is left alone, as PyTorch's own allocator leaves it.
+TEST_F(NativeAllocator, RecordStreamReachesThePlugin) {
+  cca::CUDAAllocator& a = installed();
+  void* p = alloc(1000);
+  {
+    c10::DataPtr ours(p, p, a.raw_deleter(), c10::Device(c10::DeviceType::CUDA, 0));
+    alignas(64) static char not_a_queue[64];
+    const auto unknown =
+        c10::cuda::getStreamFromExternal(reinterpret_cast<cudaStream_t>(not_a_queue), 0);
+    EXPECT_NE(error_of([&] { a.recordStream(ours, unknown); }).find("is not a queue of device"),
+              std::string::npos);
+    EXPECT_EQ(
+        error_of([&] { a.recordStream(ours, c10::cuda::getStreamFromExternal(plugin().b, 0)); }),
+        "");
+    c10::DataPtr theirs(not_a_queue, not_a_queue, nullptr, c10::Device(c10::DeviceType::CUDA, 0));
+    EXPECT_EQ(error_of([&] { a.recordStream(theirs, unknown); }), "");
+  }  // `ours` frees p with the allocator's deleter, as a tensor's storage does
+  EXPECT_EQ(stats().allocation[all].current, 0);
+}
+
+// What is not built yet raises an error that names it, never a silent no-op: graphs, memory
+// pools, snapshots, history, IPC, checkpoints (issue 44).
+TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
+  cca::CUDAAllocator& a = installed();
+  const c10::MempoolId_t pool{0, 1};
+  const std::pair<const char*, std::function<void()>> calls[] = {
+      {"memory snapshots", [&] { (void)a.snapshot(); }},
+      {"CUDA graphs and memory pools", [&] { a.beginAllocateToPool(0, pool, nullptr); }},
+      {"CUDA graphs and memory pools", [&] { a.endAllocateToPool(0, pool); }},
+      {"CUDA graphs and memory pools", [&] { a.releasePool(0, pool); }},
+      {"emptyCache of a memory pool", [&] { a.emptyCache(pool); }},
+      {"sharing tensors with IPC", [&] { (void)a.shareIpcHandle(nullptr); }},
+      {"sharing tensors with IPC", [&] { (void)a.getIpcDevPtr("handle"); }},
+      {"_record_memory_history",
+       [&] {
+         a.recordHistory(true, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::ALL, false,
+                         {});
+       }},
+      {"allocator trace trackers", [&] { a.attachAllocatorTraceTracker(nullptr); }},
+      {"CUDA graph trees (checkpointing)", [&] { (void)a.getCheckpointState(0, pool); }},
+      {"CUDA graph trees (checkpointing)", [&] { (void)a.setCheckpointPoolState(0, nullptr); }},
+      {"getBaseAllocation", [&] { (void)a.getBaseAllocation(nullptr, nullptr); }},
+      {"caching_allocator_enable(False)", [&] { a.enable(false); }},
+      {"checkPoolLiveAllocations", [&] { (void)a.checkPoolLiveAllocations(0, pool, {}); }},
+  };
+  for (const auto& [what, call] : calls) {
+    const std::string said = error_of(call);
+    EXPECT_NE(said.find(what), std::string::npos) << what << ": " << said;
+    EXPECT_NE(said.find("streampool"), std::string::npos) << what << ": " << said;
+  }
+  // Turning history off, and caching on, ask for what is already so.
+  EXPECT_EQ(error_of([&] {
+              a.recordHistory(false, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::NEVER,
+                              false, {});
+            }),
+            "");
+  EXPECT_EQ(error_of([&] { a.enable(true); }), "");
+}
