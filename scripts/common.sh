@@ -54,6 +54,13 @@ SP_PYTHON=/usr/bin/python3
 # clang-15 + llvm-spirv-15 to compile the kernels to SPIR-V for Level Zero.
 SP_BACKEND_PACKAGES=(opencl-headers ocl-icd-opencl-dev pocl-opencl-icd clinfo libze-dev libze1
                      clang-15 llvm-spirv-15 spirv-tools)
+# The torch stage (run-tests.sh): what libstreampool_torch builds against without a CUDA toolkit,
+# from PyPI with --no-deps. torch's wheel brings the headers, libc10 and libc10_cuda; c10's CUDA
+# headers include CUDA's runtime headers, and libc10_cuda needs libcudart: nvidia-cuda-runtime
+# and nvidia-cuda-crt at the versions torch 2.11 (+cu130) pins through cuda-toolkit==13.0.2.
+# They install into <site-packages>/nvidia/cu13, where libc10_cuda's RPATH looks.
+SP_TORCH_WHEELS=("torch==2.11.0" "nvidia-cuda-runtime==13.0.96.*" "nvidia-cuda-crt==13.0.88.*")
+SP_TORCH_CUDA_SUBDIR=nvidia/cu13
 # Sanitizer runtimes for g++ (normally pulled in by g++ already; listed so a trimmed image works).
 SP_SANITIZER_PACKAGES=(libasan8 libubsan1 libtsan2)
 

@@ -4,8 +4,10 @@
 #   bash scripts/lint.sh                 format check + clang-tidy
 #   bash scripts/lint.sh --format        clang-format --dry-run -Werror only
 #   bash scripts/lint.sh --fix-format    clang-format -i (rewrites files)
-#   bash scripts/lint.sh --tidy [BUILD]  clang-tidy on src/ with BUILD/compile_commands.json
-#                                        (default build/release, configured if missing)
+#   bash scripts/lint.sh --tidy [BUILD [PATHSPEC]]
+#                                        clang-tidy on src/ (or the git PATHSPEC's .cpp files)
+#                                        with BUILD/compile_commands.json (default build/release,
+#                                        configured if missing); only the files BUILD compiles
 #
 # Installs clang-format and clang-tidy (Debian 12: version 14) when they are missing. Exits non-zero
 # on any format difference or any clang-tidy finding (.clang-tidy makes every check an error);
@@ -17,6 +19,7 @@ cd "${SP_ROOT}"
 
 mode=${1:-all}
 build_dir=${2:-build/release}
+tidy_pathspec=${3:-src/*.cpp}
 
 find_tool() {
   local t
@@ -55,7 +58,17 @@ do_tidy() {
     cmake --preset release
     build_dir=build/release
   fi
-  mapfile -t files < <(git ls-files -- 'src/*.cpp')
+  # Only what this build compiles: clang-tidy would guess the flags of any other file and fail on
+  # its includes. src/torch/ needs torch's headers: the torch preset builds and lints it
+  # (run-tests.sh).
+  mapfile -t files < <(git ls-files -- "${tidy_pathspec}" | "${SP_PYTHON}" -c '
+import json, os, sys
+built = {os.path.realpath(os.path.join(e["directory"], e["file"]))
+         for e in json.load(open(sys.argv[1]))}
+for f in sys.stdin.read().split():
+    if os.path.realpath(f) in built:
+        print(f)
+' "${build_dir}/compile_commands.json")
   ((${#files[@]})) || { echo "tidy: no files"; return 0; }
   # The release library is built with link-time optimisation; clang does not know GCC's
   # -fno-fat-lto-objects, which changes nothing that clang-tidy reads.

@@ -5,15 +5,18 @@
 # fault (device-side waits skipped on purpose: every backend's ordering tests must fail), then
 # ASan+UBSan, then TSan, then the python stage (the package as pip installs it: `pip install .` into
 # a fresh venv and tests/python run against it from outside the tree, then `pip wheel .` installed
-# into a second venv), then (in CI, or when clang is installed) the fuzz preset: the model fuzzer
-# briefly, the C ABI fuzzer for 60 s, the trace and snapshot readers' fuzzers for 30 s each.
+# into a second venv), then the torch preset (the native PyTorch allocator, work in progress of
+# issue 44, built against torch's wheel and CUDA's runtime headers from PyPI with no CUDA toolkit,
+# clang-tidy over its sources, and its tests on the host backend), then (in CI, or when clang is installed) the fuzz preset: the
+# model fuzzer briefly, the C ABI fuzzer for 60 s, the trace and snapshot readers' fuzzers for 30 s
+# each.
 #
 #   bash scripts/run-tests.sh
 #
 # Environment:
 #   STREAMPOOL_QUICK=1        release preset only (skip the sanitizer builds), for local use.
 #   STREAMPOOL_PRESETS="a b"  run exactly these presets instead (release lint debug fault asan tsan
-#                             python fuzz).
+#                             python torch fuzz).
 # Every preset runs even when an earlier one failed; the exit status is non-zero when any
 # configure, build or test step failed. CTest's summary of every preset is repeated at the end.
 set -euo pipefail
@@ -26,7 +29,7 @@ if [[ -n ${STREAMPOOL_PRESETS:-} ]]; then
 elif [[ ${STREAMPOOL_QUICK:-0} == 1 ]]; then
   presets=(release)
 else
-  presets=(release lint debug fault asan tsan python)
+  presets=(release lint debug fault asan tsan python torch)
   # clang + libFuzzer: a short run of the model fuzzer, 60 s of the C ABI fuzzer and 30 s each of
   # the trace and snapshot readers' (fuzz/, docs/testing.md). Always in CI (clang is installed below); locally when clang++ is there.
   if [[ ${CI:-} == true ]] || command -v clang++ >/dev/null 2>&1; then presets+=(fuzz); fi
@@ -39,7 +42,7 @@ for p in "${presets[@]}"; do
   if [[ ${p} == fuzz ]]; then
     packages+=(clang)
   fi
-  if [[ ${p} == python ]]; then
+  if [[ ${p} == python || ${p} == torch ]]; then
     packages+=(python3-venv)
   fi
   if [[ ${p} == asan || ${p} == tsan ]] && ((sanitizers == 0)); then
@@ -147,8 +150,27 @@ print(os.path.basename(sys.argv[1]), "installed:", sp.__file__, "Array(4).fill(1
     "python stage: $((SECONDS - started)) s")
 }
 
+# The torch preset's wheels (common.sh, SP_TORCH_WHEELS: torch with its headers, libc10 and
+# libc10_cuda; CUDA's runtime headers and libcudart), with --no-deps and no pip cache into a fresh
+# venv in a scratch folder, torch_work (removed when the stage passes); sets torch_site to its
+# site-packages. No CUDA toolkit is needed (src/torch/CMakeLists.txt, STREAMPOOL_TORCH_CUDA_DIR).
+# `import torch` would need the rest of CUDA's libraries (cuBLAS, cuDNN, NCCL...: about 2 GB more
+# from PyPI), so the tests call PyTorch's allocator interface from C++ (tests/torch_native/).
+torch_work=""
+torch_site=""
+install_torch_wheels() {
+  torch_work=$(mktemp -d "${TMPDIR:-/tmp}/streampool-torch.XXXXXX")
+  section "torch: ${SP_TORCH_WHEELS[*]} (--no-deps, no cache) into ${torch_work}/venv"
+  "${SP_PYTHON}" -m venv "${torch_work}/venv" || return 1
+  PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    "${torch_work}/venv/bin/pip" install --no-deps --progress-bar off "${SP_TORCH_WHEELS[@]}" ||
+    return 1
+  torch_site=$("${torch_work}/venv/bin/python" -c \
+    'import sysconfig; print(sysconfig.get_paths()["purelib"])') || return 1
+}
+
 run_preset() {
-  local preset=$1 rc
+  local preset=$1 rc started=${SECONDS} wheels_s=0
   if [[ ${preset} == lint ]]; then
     run_lint
     return
@@ -158,8 +180,14 @@ run_preset() {
     return
   fi
   local log="build/${preset}/ctest.log"
-  section "${preset}: configure"
   local extra=()
+  if [[ ${preset} == torch ]]; then
+    install_torch_wheels || { summaries+=("---- torch" "FAILED: pip install (above)"); return 1; }
+    wheels_s=$((SECONDS - started))
+    extra+=("-DSTREAMPOOL_TORCH_NATIVE_DIR=${torch_site}/torch"
+      "-DSTREAMPOOL_TORCH_CUDA_DIR=${torch_site}/${SP_TORCH_CUDA_SUBDIR}")
+  fi
+  section "${preset}: configure"
   # In CI (2 cores, no GPU) the CUDA backend's host side is compiled, but not its nvcc kernels:
   # they take five of CI's 25 minutes and cannot run there. scripts/device-check.sh builds and
   # runs them on the GPU machine. STREAMPOOL_CI_CUDA_KERNELS=1 compiles them anyway.
@@ -175,6 +203,12 @@ run_preset() {
   cmake --preset "${preset}" "${extra[@]}" || return 1
   section "${preset}: build (-j${SP_JOBS})"
   cmake --build --preset "${preset}" -j "${SP_JOBS}" || return 1
+  if [[ ${preset} == torch ]]; then
+    # The lint preset cannot read src/torch/ (no torch headers there): linted here.
+    section "torch: clang-tidy src/torch/"
+    bash scripts/lint.sh --tidy build/torch 'src/torch/*.cpp' ||
+      { summaries+=("---- torch" "FAILED: clang-tidy src/torch/ (above)"); return 1; }
+  fi
   section "${preset}: test"
   local runner=()
   if [[ ${preset} == asan || ${preset} == tsan || ${preset} == fuzz ]]; then
@@ -186,6 +220,11 @@ run_preset() {
   set -e
   # CTest's summary: from "N% tests passed" to the end (failed tests, total time).
   summaries+=("---- ${preset}" "$(sed -n '/tests passed,/,$p' "${log}")")
+  if [[ ${preset} == torch ]]; then
+    summaries+=("torch stage: $((SECONDS - started)) s (wheels downloaded and installed: ${wheels_s} s)")
+    # The venv is kept for a look when a test failed; libstreampool_torch's RUNPATH points there.
+    if ((rc == 0)); then rm -rf "${torch_work}"; fi
+  fi
   return "${rc}"
 }
 
