@@ -344,6 +344,9 @@ SP_API sp_status_t sp_pool_set_memory_limit(sp_pool_t pool, size_t bytes);
 SP_API sp_status_t sp_pool_get_memory_limit(sp_pool_t pool, size_t* bytes);
 /** Returns cached memory whose work is complete to the upstream. Never blocks on the device. */
 SP_API sp_status_t sp_pool_trim(sp_pool_t pool, size_t* released_bytes);
+/** Starts peak_live_bytes and peak_reserved_bytes again from the live and reserved bytes of now
+ *  (pool::reset_peak_statistics). The pool's growth is not changed. */
+SP_API sp_status_t sp_pool_reset_peak_statistics(sp_pool_t pool);
 
 /** Called when an allocation would fail, with no pool lock held, on the allocating thread. It may
  *  free memory (run a garbage collector that calls sp_pool_deallocate). An allocation made inside

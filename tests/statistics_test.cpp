@@ -158,3 +158,37 @@ TEST(Statistics, ThreadsThatComeAndGoLeaveTheCountExact) {
   EXPECT_EQ(st.live_bytes, 0u);
   expect_balanced(st);
 }
+
+// reset_peak_statistics() (PyTorch's reset_peak_memory_stats) starts both peaks from now: after
+// it they are the highest live and reserved bytes since the reset, exactly, not the pool's
+// all-time peaks; before it those stayed.
+TEST(Statistics, ResetPeaksStartFromNow) {
+  sp::device d(sp::make_host_backend({}));
+  sp::pool p(d);
+  sp::stream s(d);
+  std::vector<void*> held;
+  for (int i = 0; i < 8; ++i) held.push_back(p.allocate(s, MiB));
+  for (int i = 0; i < 6; ++i) p.deallocate(s, held[static_cast<std::size_t>(i)]);
+  held.erase(held.begin(), held.begin() + 6);
+  s.synchronize();
+  p.trim();
+  const sp::pool_statistics before = p.statistics();
+  ASSERT_GE(before.peak_live_bytes, 8 * MiB);
+  ASSERT_LT(before.reserved_bytes, before.peak_reserved_bytes);  // trim gave memory back
+
+  p.reset_peak_statistics();
+  const sp::pool_statistics now = p.statistics();
+  const std::size_t two = p.block_size(held[0]) + p.block_size(held[1]);
+  EXPECT_EQ(now.live_bytes, two);
+  EXPECT_EQ(now.peak_live_bytes, two);
+  EXPECT_EQ(now.peak_reserved_bytes, now.reserved_bytes);
+  expect_balanced(now);
+
+  held.push_back(p.allocate(s, MiB));
+  const sp::pool_statistics after = p.statistics();
+  EXPECT_EQ(after.peak_live_bytes, two + p.block_size(held[2]));
+  EXPECT_EQ(after.peak_reserved_bytes, std::max(now.reserved_bytes, after.reserved_bytes));
+  EXPECT_LT(after.peak_live_bytes, before.peak_live_bytes);
+  expect_balanced(after);
+  for (void* q : held) p.deallocate(s, q);
+}

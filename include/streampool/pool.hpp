@@ -228,6 +228,11 @@ class STREAMPOOL_EXPORT pool {
   void remove_reclaim_hook(std::uint64_t id);
 
   [[nodiscard]] pool_statistics statistics() const;
+  /// Starts peak_live_bytes and peak_reserved_bytes again from the live and reserved bytes of
+  /// now (PyTorch's reset_peak_memory_stats): the peaks read later are the highest since this
+  /// call, with the exactness pool_statistics states. How the pool grows is not changed: its
+  /// policy keeps the peak it had.
+  void reset_peak_statistics();
   /// Every range and block of the pool, the stream caches and the statistics
   /// (streampool/snapshot.hpp). Reads one lock at a time: no thread waits for more than one
   /// cache, size class or large shard to be read.

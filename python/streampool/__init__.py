@@ -711,6 +711,12 @@ class Pool:
             _check(_lib.sp_pool_trim(self._handle, ctypes.byref(v)))
             return v.value
 
+    def reset_peak_statistics(self) -> None:
+        """Starts ``peak_live_bytes`` and ``peak_reserved_bytes`` again from the live and reserved
+        bytes of now (like ``torch.cuda.reset_peak_memory_stats``); the pool's growth is unchanged."""
+        with _Using("Pool.reset_peak_statistics", self):
+            _check(_lib.sp_pool_reset_peak_statistics(self._handle))
+
     def add_reclaim_hook(self, fn: Callable[[int], object]) -> tuple[int, int]:
         """``fn(bytes_needed)`` runs when an allocation would fail, on the allocating thread, with
         no pool lock held: it may free memory, e.g. by calling gc.collect(). Returns an id."""

@@ -155,6 +155,7 @@ _signatures = {
     "sp_pool_set_memory_limit": (status, [c_ptr, c_size]),
     "sp_pool_get_memory_limit": (status, [c_ptr, _P(c_size)]),
     "sp_pool_trim": (status, [c_ptr, _P(c_size)]),
+    "sp_pool_reset_peak_statistics": (status, [c_ptr]),
     "sp_pool_snapshot_json": (status, [c_ptr, _P(c_ptr), _P(c_size)]),
     "sp_snapshot_html": (status, [ctypes.c_char_p, c_size, ctypes.c_char_p, _P(c_ptr), _P(c_size)]),
     "sp_pool_add_reclaim_hook": (status, [c_ptr, RECLAIM_FN, c_ptr, _P(c_u64)]),

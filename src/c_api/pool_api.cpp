@@ -375,6 +375,11 @@ sp_status_t sp_pool_trim(sp_pool_t pool, size_t* released_bytes) {
   });
 }
 
+sp_status_t sp_pool_reset_peak_statistics(sp_pool_t pool) {
+  return guarded(
+      [&] { pool_of(pool, "sp_pool_reset_peak_statistics")->p.reset_peak_statistics(); });
+}
+
 sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, void* user_data,
                                      uint64_t* id) {
   return guarded([&] {

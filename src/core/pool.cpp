@@ -49,6 +49,7 @@ std::uint64_t pool::add_reclaim_hook(std::function<void(std::size_t)> hook) {
 }
 void pool::remove_reclaim_hook(std::uint64_t id) { checked(state_).remove_reclaim_hook(id); }
 pool_statistics pool::statistics() const { return checked(state_).statistics(); }
+void pool::reset_peak_statistics() { checked(state_).reset_peaks(); }
 pool_snapshot pool::snapshot() const { return checked(state_).snapshot(); }
 device pool::get_device() const { return checked(state_).get_device(); }
 std::uint64_t pool::id() const { return checked(state_).id(); }

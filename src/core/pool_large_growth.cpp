@@ -263,7 +263,8 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         // settles within the budget: raising the slack from the first remap let the GPT-2
         // training trace create 760 MiB (10% of peak live) rather than remap 155 more granules.
         const std::size_t reserved = reserved_now_.load(std::memory_order_relaxed);
-        const std::size_t live_peak = peak_live_.load(std::memory_order_relaxed);
+        const std::size_t live_peak = std::max(peak_live_.load(std::memory_order_relaxed),
+                                               policy_peak_floor_.load(std::memory_order_relaxed));
         const std::size_t free_remaps = live_peak / remap_budget_divisor;
         const std::size_t slack = live_peak / remap_slack_divisor +
                                   (remapped_ > free_remaps ? remapped_ - free_remaps : 0);

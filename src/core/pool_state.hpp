@@ -124,6 +124,8 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::uint64_t add_reclaim_hook(std::function<void(std::size_t)> hook);
   void remove_reclaim_hook(std::uint64_t id);
   [[nodiscard]] pool_statistics statistics() const;
+  /// pool::reset_peak_statistics(): pool_trim.cpp.
+  void reset_peaks();
   /// pool::snapshot(): pool_snapshot.cpp.
   [[nodiscard]] pool_snapshot snapshot() const;
 
@@ -479,8 +481,13 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   // one thread while its allocation is still pending in another's cell takes the counter below
   // the bytes it holds, and below zero in a moment when it is all there is.
   std::atomic<std::int64_t> live_{0};
-  // Mutable: statistics() raises it to the sum it reads (pool_trim.cpp).
+  // Mutable: statistics() raises it to the sum it reads (pool_trim.cpp). reset_peaks() lowers it
+  // to the live bytes of the moment.
   mutable std::atomic<std::size_t> peak_live_{0};
+  // The highest peak_live_ that reset_peaks() took away: the growth policy sizes its slack by
+  // the larger of the two (pool_large_growth.cpp), so that a program's reset of what it reports
+  // does not change how the pool grows. Written under segments_mu_.
+  std::atomic<std::size_t> policy_peak_floor_{0};
   // The threads' live cells (live_cell.hpp). A leaf lock: taken with nothing under it, and by
   // statistics() under caches_mu_.
   mutable std::mutex cells_mu_;

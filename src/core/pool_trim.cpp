@@ -2,6 +2,7 @@
 // all of whose chunks are free and complete, large memory: pool_large.cpp), and forgets the
 // caches of streams that are gone; statistics() sums the slow-path counters, the shards' and the
 // stream caches'. Both walk the whole pool, as does the wait for all pending work at its end.
+#include <algorithm>
 #include <unordered_map>
 
 #include "pool_state.hpp"
@@ -78,6 +79,18 @@ std::size_t pool_state::live_bytes() const {
   std::int64_t live = live_.load();
   for (const auto& c : cells_) live += c->delta.load(std::memory_order_relaxed);
   return live > 0 ? static_cast<std::size_t>(live) : 0;
+}
+
+void pool_state::reset_peaks() {
+  {
+    std::lock_guard lock(segments_mu_);
+    policy_peak_floor_.store(std::max(policy_peak_floor_.load(), peak_live_.load()));
+    peak_reserved_.store(reserved_);
+  }
+  // A thread's allocation that raises the peak between the sum and the store is lost to it (as a
+  // concurrent new peak may be to statistics() with several threads); the next read raises the
+  // peak to the sum it takes, so no reader sees live above peak.
+  peak_live_.store(live_bytes());
 }
 
 pool_statistics pool_state::statistics() const {

@@ -211,18 +211,9 @@ class allocator final : public cca::CUDAAllocator {
     const std::lock_guard lock(st.mu);
     DeviceStats out = st.stats;
     Stat& reserved = out.reserved_bytes[static_cast<std::size_t>(StatType::AGGREGATE)];
+    // The pool's reserved count and its peak are exact; resetPeakStats resets the pool's peak.
     reserved.current = static_cast<std::int64_t>(ps.reserved_bytes);
-    // The pool's peak is exact but cannot be reset. After a reset it is still the peak since the
-    // reset once it has grown past its value at the reset (the new peak came after it). Until
-    // then the peak since the reset is known only at the reads: the largest reserved count read
-    // (a lower bound; exact needs a peak reset in the pool).
-    const auto pool_peak = static_cast<std::int64_t>(ps.peak_reserved_bytes);
-    if (!st.reserved_peak_reset || pool_peak > st.pool_peak_at_reset) {
-      reserved.peak = pool_peak;
-    } else {
-      st.reserved_peak_floor = std::max(st.reserved_peak_floor, reserved.current);
-      reserved.peak = st.reserved_peak_floor;
-    }
+    reserved.peak = static_cast<std::int64_t>(ps.peak_reserved_bytes);
     out.num_device_alloc = static_cast<std::int64_t>(ps.upstream_allocations + ps.upstream_creates);
     out.num_device_free =
         static_cast<std::int64_t>(ps.upstream_deallocations + ps.upstream_releases);
@@ -243,15 +234,11 @@ class allocator final : public cca::CUDAAllocator {
     for (auto* a : stat_arrays(st.stats)) {
       for (Stat& s : *a) s.reset_peak();
     }
-    // Reserved bytes come from the pool, whose peak cannot be reset: getDeviceStats starts the
-    // peak since now from here.
-    sp_pool_statistics_t ps;
-    sp_pool_statistics_init(&ps);
-    if (pool_made(device) &&
-        sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS) {
-      st.reserved_peak_reset = true;
-      st.reserved_peak_floor = static_cast<std::int64_t>(ps.reserved_bytes);
-      st.pool_peak_at_reset = static_cast<std::int64_t>(ps.peak_reserved_bytes);
+    // Reserved bytes are the pool's: its peak starts again from now too.
+    if (pool_made(device)) {
+      TORCH_CHECK(sp_pool_reset_peak_statistics(pool_of(device)) == STREAMPOOL_STATUS_SUCCESS,
+                  "streampool: resetting the peaks of device ", static_cast<int>(device), ": ",
+                  last_error());
     }
   }
 
@@ -384,10 +371,6 @@ class allocator final : public cca::CUDAAllocator {
   struct state {
     std::mutex mu;
     DeviceStats stats;
-    // The reserved peak since resetPeakStats (getDeviceStats says how it is read).
-    bool reserved_peak_reset = false;
-    std::int64_t reserved_peak_floor = 0;
-    std::int64_t pool_peak_at_reset = 0;
     std::atomic<double> fraction{1.0};
     std::atomic<bool> pool_made{false};
   };

@@ -195,6 +195,13 @@ static void test_statistics(void) {
   CHECK(st.live_bytes == 0);
   CHECK(st.deallocations == 16);
   CHECK(st.stream_caches == 1);
+  /* The peaks start again from now: nothing is live, the reserved slab stays. */
+  CHECK(st.peak_live_bytes == 16 * 4096);
+  OK(sp_pool_reset_peak_statistics(p));
+  OK(sp_pool_get_statistics(p, &st));
+  CHECK(st.peak_live_bytes == 0);
+  CHECK(st.peak_reserved_bytes == st.reserved_bytes);
+  FAILS(sp_pool_reset_peak_statistics(NULL), STREAMPOOL_STATUS_INVALID_ARGUMENT, "pool is NULL");
 
   OK(sp_pool_get_memory_limit(p, &limit));
   CHECK(limit == 0);

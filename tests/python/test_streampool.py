@@ -236,6 +236,22 @@ class Basics(unittest.TestCase):
             sp.Pool(device, large_cache_bytes="64 MiB")
         self.assertEqual(device.violations(), [])
 
+    def test_peaks_reset_to_now(self):
+        # reset_peak_statistics() (torch.cuda.reset_peak_memory_stats' counterpart): the peaks
+        # read after it are those since the reset, not the pool's all-time ones.
+        device = sp.Device.host(checking=True)
+        pool, s = sp.Pool(device), sp.Stream(device)
+        a, b = pool.allocate(2 << 20, s), pool.allocate(2 << 20, s)
+        pool.deallocate(b, s)
+        self.assertGreaterEqual(pool.statistics()["peak_live_bytes"], 4 << 20)
+        pool.reset_peak_statistics()
+        st = pool.statistics()
+        self.assertEqual(st["peak_live_bytes"], st["live_bytes"])
+        self.assertEqual(st["peak_reserved_bytes"], st["reserved_bytes"])
+        self.assertLess(st["peak_live_bytes"], 4 << 20)
+        pool.deallocate(a, s)
+        self.assertEqual(device.violations(), [])
+
     def test_round_trips_and_errors(self):
         device = sp.Device.host(checking=True)
         s1, s2 = sp.Stream(device), sp.Stream(device)
