@@ -331,6 +331,51 @@ SP_API sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* 
  *  docs/snapshot.schema.json (docs/memory-picture.md). *json stays valid until the next call of
  *  this function on this thread; *length (may be NULL) is its length without the NUL. */
 SP_API sp_status_t sp_pool_snapshot_json(sp_pool_t pool, const char** json, size_t* length);
+/** Kinds of range in a snapshot walk (streampool/snapshot.hpp, range_kind). */
+typedef enum sp_range_kind_e {
+  SP_RANGE_SLAB = 0,    /**< one size class cut into chunks */
+  SP_RANGE_SEGMENT = 1, /**< one upstream allocation of large blocks */
+  SP_RANGE_VIRTUAL = 2  /**< reserved address space whose granules are mapped on demand */
+} sp_range_kind_t;
+/** States of a block in a snapshot walk (block_status). */
+typedef enum sp_block_state_e {
+  SP_BLOCK_LIVE = 0,    /**< handed out */
+  SP_BLOCK_FREE = 1,    /**< free, with memory behind it */
+  SP_BLOCK_UNMAPPED = 2 /**< free address space with no memory behind it (virtual ranges) */
+} sp_block_state_t;
+/** One range of a snapshot walk. Written by the library: struct_size is its size of the struct,
+ *  and a reader built against a newer header reads only the fields that struct_size covers. */
+typedef struct sp_snapshot_range_s {
+  size_t struct_size;
+  uintptr_t base;
+  size_t bytes;          /**< the address span */
+  size_t reserved_bytes; /**< memory behind it (virtual ranges: the mapped granules) */
+  int kind;              /**< sp_range_kind_t */
+  size_t chunk_bytes;    /**< slabs: the size of its class; 0 otherwise */
+  size_t block_count;    /**< the blocks that follow, tiling [base, base + bytes) */
+} sp_snapshot_range_t;
+/** One block of a snapshot walk, in address order within its range (written by the library, as
+ *  sp_snapshot_range_t). */
+typedef struct sp_snapshot_block_s {
+  size_t struct_size;
+  uintptr_t address;
+  size_t size;
+  size_t chunks;   /**< slabs: the chunks of this run, all alike (0: a slab's tail, never handed
+                        out); 1 for large blocks */
+  int state;       /**< sp_block_state_t */
+  int pending;     /**< free blocks: 1 when reuse by another stream waits for work not known
+                        complete */
+  uint64_t stream; /**< the stream's timeline id, 0 where none is known (live chunks of slabs) */
+} sp_snapshot_block_t;
+/** Called by sp_pool_snapshot_walk once per block with the block's range; `index` counts the
+ *  range's blocks from 0. Return 0 to go on, anything else to stop the walk there. */
+typedef int (*sp_snapshot_visit_fn)(const sp_snapshot_range_t* range, size_t index,
+                                    const sp_snapshot_block_t* block, void* user);
+/** The pool's snapshot (pool::snapshot(): ranges in address order, each range's blocks tiling it)
+ *  handed to `visit` block by block, on this thread, before this function returns; no pool lock
+ *  is held while `visit` runs, so it may call into the pool. For readers that build their own
+ *  picture (the native PyTorch allocator's memory snapshot) without reading JSON. */
+SP_API sp_status_t sp_pool_snapshot_walk(sp_pool_t pool, sp_snapshot_visit_fn visit, void* user);
 /** The memory picture of a snapshot's JSON (what sp_pool_snapshot_json wrote, `length` bytes): one
  *  self-contained HTML page with the block map and the fragmentation summary
  *  (docs/memory-picture.md). `title` may be NULL. *html stays valid until the next call of this

@@ -160,6 +160,33 @@ static void test_errors(void) {
 
 /* ---- statistics, limits, trim ---------------------------------------------------------------- */
 
+/* What walk_counter saw of a snapshot walk. */
+typedef struct walk_tally_s {
+  size_t blocks, live_bytes, live_chunks_4k, ranges, stop_after;
+  uintptr_t next; /* where the next block must start: blocks tile their range */
+  int tiled;
+} walk_tally_t;
+
+static int walk_counter(const sp_snapshot_range_t* range, size_t index,
+                        const sp_snapshot_block_t* block, void* user) {
+  walk_tally_t* t = (walk_tally_t*)user;
+  if (index == 0) {
+    ++t->ranges;
+    t->next = range->base;
+  }
+  if (block->address != t->next || block->struct_size != sizeof *block ||
+      range->struct_size != sizeof *range || index >= range->block_count)
+    t->tiled = 0;
+  t->next = block->address + block->size;
+  if (index + 1 == range->block_count && t->next != range->base + range->bytes) t->tiled = 0;
+  ++t->blocks;
+  if (block->state == SP_BLOCK_LIVE) {
+    t->live_bytes += block->size;
+    if (range->kind == SP_RANGE_SLAB && range->chunk_bytes == 4096) t->live_chunks_4k += block->chunks;
+  }
+  return t->stop_after != 0 && t->blocks == t->stop_after;
+}
+
 static void test_statistics(void) {
   sp_device_t d = checking_device();
   sp_stream_t s = NULL;
@@ -189,6 +216,23 @@ static void test_statistics(void) {
           "pool is NULL");
     FAILS(sp_pool_snapshot_json(p, NULL, &length), STREAMPOOL_STATUS_INVALID_ARGUMENT,
           "json is NULL");
+  }
+  {
+    /* The same snapshot block by block: the blocks tile their ranges, the live ones add up to
+     * the live bytes (16 chunks of the 4 KiB class), and a nonzero return stops the walk. */
+    walk_tally_t all = {0, 0, 0, 0, 0, 0, 1};
+    walk_tally_t first = {0, 0, 0, 0, 1, 0, 1};
+    OK(sp_pool_snapshot_walk(p, walk_counter, &all));
+    CHECK(all.tiled);
+    CHECK(all.ranges >= 1 && all.blocks >= 1);
+    CHECK(all.live_bytes == st.live_bytes);
+    CHECK(all.live_chunks_4k == 16);
+    OK(sp_pool_snapshot_walk(p, walk_counter, &first));
+    CHECK(first.blocks == 1);
+    FAILS(sp_pool_snapshot_walk(NULL, walk_counter, &all), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          "pool is NULL");
+    FAILS(sp_pool_snapshot_walk(p, NULL, &all), STREAMPOOL_STATUS_INVALID_ARGUMENT,
+          "visit is NULL");
   }
   for (i = 0; i < 16; ++i) OK(sp_pool_deallocate(p, ptrs[i], s));
   OK(sp_pool_get_statistics(p, &st));
