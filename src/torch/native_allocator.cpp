@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "streampool.h"
+#include "torch_snapshot.hpp"
 
 namespace streampool::torch_native {
 namespace {
@@ -295,7 +297,28 @@ class allocator final : public cca::CUDAAllocator {
     if (*largest == 0) *largest = free;
   }
   void* getBaseAllocation(void*, size_t*) override { not_yet("getBaseAllocation"); }
-  cca::SnapshotInfo snapshot(c10::MempoolId_t, bool) override { not_yet("memory snapshots"); }
+  cca::SnapshotInfo snapshot(c10::MempoolId_t id, bool include_traces) override {
+    cca::SnapshotInfo info;
+    const int devices = std::max(device_count_.load(), 1);
+    // Private pools come with CUDA graphs: until then the default pools are the only ones.
+    if (id == c10::MempoolId_t{0, 0}) {
+      const live_block_lookup lookup = [this](const void* p, live_block_info& out) {
+        block b;
+        if (!blocks_.find(p, b)) return false;
+        out.requested = b.requested;
+        out.stream = b.stream;
+        return true;
+      };
+      for (int d = 0; d < devices; ++d) {
+        const auto device = static_cast<c10::DeviceIndex>(d);
+        if (pool_made(device)) append_segments(pool_of(d), device, id, lookup, info.segments);
+      }
+    }
+    // One (empty) trace per device: history is not recorded yet (recordHistory says so).
+    if (include_traces) info.device_traces.resize(static_cast<std::size_t>(devices));
+    info.config_metadata = config_info();
+    return info;
+  }
   void beginAllocateToPool(c10::DeviceIndex, c10::MempoolId_t,
                            std::function<bool(cudaStream_t)>) override {
     not_yet("CUDA graphs and memory pools");
@@ -374,6 +397,21 @@ class allocator final : public cca::CUDAAllocator {
     std::atomic<double> fraction{1.0};
     std::atomic<bool> pool_made{false};
   };
+
+  /// What the snapshot says of the allocator's settings: PyTorch's defaults where a setting
+  /// has no counterpart (every field, so that nothing reads an indeterminate value).
+  static cca::AllocatorConfigInfo config_info() {
+    cca::AllocatorConfigInfo c;
+    c.garbage_collection_threshold = 0;
+    c.max_split_size = std::numeric_limits<std::size_t>::max();
+    c.pinned_num_register_threads = 1;
+    c.expandable_segments = false;
+    c.release_lock_on_malloc = false;
+    c.pinned_use_host_register = false;
+    c.graph_capture_record_stream_reuse = false;
+    c.last_allocator_settings = "streampool";
+    return c;
+  }
 
   static std::array<std::array<Stat, 3>*, 9> stat_arrays(DeviceStats& s) {
     return {&s.allocation,      &s.segment,        &s.active,       &s.inactive_split,
