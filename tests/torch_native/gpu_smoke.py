@@ -39,4 +39,19 @@ m = torch.nn.Linear(512, 512).cuda()
 for _ in range(3):
     m(torch.randn(64, 512, device="cuda")).sum().backward()
 torch.cuda.synchronize()
+# memory._snapshot(): segments that tile, allocated bytes as memory_stats says; summary and viz.
+snap = torch.cuda.memory._snapshot()
+alloc = 0
+for seg in snap["segments"]:
+    at = seg["address"]
+    for b in seg["blocks"]:
+        assert b["address"] == at, (seg["address"], b)
+        at += b["size"]
+        alloc += b["size"] if b["state"] == "active_allocated" else 0
+    assert at == seg["address"] + seg["total_size"], seg
+assert alloc == torch.cuda.memory_allocated(), (alloc, torch.cuda.memory_allocated())
+print(torch.cuda.memory_summary()[:400])
+from torch.cuda import _memory_viz
+html = _memory_viz.segment_plot(snap)
+assert len(html) > 1000
 print("gpu smoke ok", torch.cuda.memory_stats()["allocated_bytes.all.peak"])
