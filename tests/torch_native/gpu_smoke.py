@@ -54,4 +54,5 @@ print(torch.cuda.memory_summary()[:400])
 from torch.cuda import _memory_viz
 html = _memory_viz.segment_plot(snap)
 assert len(html) > 1000
+print(_memory_viz.segsum(snap)[:600])
 print("gpu smoke ok", torch.cuda.memory_stats()["allocated_bytes.all.peak"])
