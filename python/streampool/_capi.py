@@ -191,6 +191,23 @@ def _declare(library, name):
     return f
 
 
+def library_path(library=None):
+    """The file the library was loaded from: its name when that is a path, else the path the
+    dynamic loader found for it (/proc/self/maps); None when neither says."""
+    name = _where(library if library is not None else lib)
+    if os.path.isabs(name):
+        return name
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(" ")[-1]
+                if os.path.basename(path).startswith(os.path.basename(name)):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
 def _where(library):
     return getattr(library, "_name", None) or "libstreampool"
 

@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 
 from . import _capi, _check, _invalid, _path, _wrong_type, Pool
 
-__all__ = ["enable", "enabled", "memory_stats", "empty_cache", "pool", "record_stream_hook",
+__all__ = ["enable", "enabled", "native", "memory_stats", "empty_cache", "pool", "record_stream_hook",
            "start_recording", "stop_recording", "record_phase"]
 
 _lib = _capi.lib
@@ -35,30 +35,42 @@ RECORD_STREAM = 1
 EMPTY_CACHE = 2
 
 
-def enable(conservative: Optional[bool] = None) -> None:
+# What PyTorch programs lose where the plug-in stands in for the native allocator (docs/torch.md).
+_PLUGIN_LOSES = ("CUDA graphs, torch.compile(mode='reduce-overhead'), torch.cuda.memory_stats() "
+                 "and memory snapshots, and sharing CUDA tensors between processes")
+
+
+def enable(conservative: Optional[bool] = None, native: Optional[bool] = None) -> None:
     """Makes streampool PyTorch's CUDA allocator. Call it before the first CUDA allocation.
 
-    conservative: None (default) uses the record-stream hook when it can be installed and falls
-    back to conservative frees otherwise; True forces conservative frees (every free waits for
-    every stream the plug-in knows); False refuses to run without the hook.
+    native: None (default) installs the native allocator (streampool behind PyTorch's own
+    allocator interface: src/torch/, built on first use for the imported torch and cached), and
+    falls back to the plug-in with a RuntimeWarning that says why and what is lost when it cannot
+    be built or loaded; True raises instead of falling back; False installs the plug-in.
+    STREAMPOOL_TORCH_NATIVE=0 in the environment means False, a path names a built
+    libstreampool_torch.so.
+
+    conservative (the plug-in only): None uses the record-stream hook when it can be installed
+    and falls back to conservative frees otherwise; True forces conservative frees (every free
+    waits for every stream the plug-in knows); False refuses to run without the hook.
     """
     if _state["enabled"]:
         return
     import torch  # type: ignore[import-not-found]
 
-    # Work in progress (issue 44): STREAMPOOL_TORCH_NATIVE names libstreampool_torch.so, the
-    # native allocator (CUDA graphs, snapshots and IPC not yet: they raise "not supported yet").
-    native = os.environ.get("STREAMPOOL_TORCH_NATIVE")
-    if native:
-        lib = ctypes.CDLL(native)
-        message = ctypes.create_string_buffer(1024)
-        if lib.sp_torch_native_install(message, len(message)) != 0:
-            raise RuntimeError("streampool.torch: the native allocator refused: "
-                               + message.value.decode())
-        _state["native"] = lib
-        _state["hooks"] = RECORD_STREAM | EMPTY_CACHE
-        _state["enabled"] = True
-        return
+    if native is None and os.environ.get("STREAMPOOL_TORCH_NATIVE", "").lower() in ("0", "off"):
+        native = False
+    if native is not False and not conservative:
+        from . import _torch_native
+
+        try:
+            _install_native(_torch_native.library())
+            return
+        except (_torch_native.Unavailable, OSError) as e:
+            if native:
+                raise RuntimeError(f"streampool.torch: the native allocator is unavailable: {e}") from e
+            warnings.warn(f"streampool.torch: the native allocator is unavailable ({e}); using "
+                          f"the plug-in, without {_PLUGIN_LOSES}", RuntimeWarning, stacklevel=2)
 
     alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib._name, "sp_torch_malloc", "sp_torch_free")
     torch.cuda.memory.change_current_allocator(alloc)
@@ -79,6 +91,23 @@ def enable(conservative: Optional[bool] = None) -> None:
                           + "); every free now waits for every stream streampool knows",
                           RuntimeWarning, stacklevel=2)
         _check(_lib.sp_torch_set_conservative(1))
+
+
+def _install_native(path: str) -> None:
+    lib = ctypes.CDLL(path)
+    message = ctypes.create_string_buffer(1024)
+    if lib.sp_torch_native_install(message, len(message)) != 0:
+        raise RuntimeError("streampool.torch: the native allocator refused: "
+                           + message.value.decode())
+    _state["native"] = lib
+    _state["hooks"] = RECORD_STREAM | EMPTY_CACHE
+    _state["enabled"] = True
+
+
+def native() -> bool:
+    """True when the native allocator is PyTorch's (enable() installed it), False for the plug-in
+    or before enable()."""
+    return "native" in _state
 
 
 def enabled() -> bool:

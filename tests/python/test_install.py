@@ -53,6 +53,16 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(files, ["libstreampool.so"])
         self.assertFalse(os.path.islink(loaded), loaded)
 
+    def test_the_native_torch_allocators_sources_are_shipped(self):
+        # python/streampool/_torch_native.py builds them on first use; _SOURCES and _HEADERS name
+        # what it needs beside streampool.h.
+        from streampool import _torch_native
+
+        folder = os.path.join(self.package_dir, "_torch_native")
+        for name in _torch_native._SOURCES + _torch_native._HEADERS + ("streampool.h",):
+            self.assertTrue(os.path.isfile(os.path.join(folder, name)), f"no {name} in {folder}")
+        self.assertEqual(_torch_native._source_dirs(), (folder, folder))
+
     def test_py_typed_is_shipped(self):
         self.assertTrue(os.path.isfile(os.path.join(self.package_dir, "py.typed")),
                         f"no py.typed in {self.package_dir}")
