@@ -344,6 +344,7 @@ def main():
     }
     if ARGS.allocator == "streampool":
         result["record_stream_hook"] = streampool.torch.record_stream_hook()
+        result["path"] = "native" if streampool.torch.native() else "plug-in"
         result["stats"] = streampool.torch.memory_stats()
     result.update(extra)
     with open(ARGS.json, "w") as f:

@@ -1,13 +1,15 @@
-"""GPU smoke test of the native allocator (work in progress, issue 44). Usage, on a GPU machine:
-STREAMPOOL_LIBRARY=... python gpu_smoke.py path/to/libstreampool_torch.so"""
-import ctypes
-import sys
+"""GPU smoke test of the native allocator (work in progress, issue 44). Usage, on a GPU machine,
+from the source tree: PYTHONPATH=python python tests/torch_native/gpu_smoke.py (enable() builds the
+native allocator on first use)."""
+import time
 
 import torch
 
-lib = ctypes.CDLL(sys.argv[1])
-buf = ctypes.create_string_buffer(512)
-assert lib.sp_torch_native_install(buf, 512) == 0, buf.value
+import streampool.torch as st
+
+t0 = time.time()
+st.enable(native=True)
+print(f"native allocator installed in {time.time() - t0:.1f} s (built or found in the cache)")
 assert torch.cuda.get_allocator_backend() == "streampool"
 x = torch.empty(1000, device="cuda")            # 4000 bytes: small
 y = torch.empty(4 << 20, device="cuda")         # 16 MiB: large
