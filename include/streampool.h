@@ -182,6 +182,14 @@ SP_API sp_status_t sp_device_id(sp_device_t device, uint64_t* id);
 /** The backend's name ("host", "cuda", "opencl", "level_zero"); valid while the device's state
  * lives. */
 SP_API sp_status_t sp_device_backend_name(sp_device_t device, const char** name);
+/** A stream capture (CUDA graphs) begins or ends on the device (backend::begin_capture): while
+ *  one is under way, the device's pools ask the driver nothing about completion, wait for
+ *  nothing, give no memory back and grow instead (CUDA's global capture mode fails a capture
+ *  when any thread does those). Counted: captures nest. end without a begin:
+ *  STREAMPOOL_STATUS_INVALID_ARGUMENT. The native PyTorch allocator calls these around its
+ *  captures; call them around yours when the device's pools serve other threads meanwhile. */
+SP_API sp_status_t sp_device_begin_capture(sp_device_t device);
+SP_API sp_status_t sp_device_end_capture(sp_device_t device);
 /** Host backend in checking mode: how many ordering violations were seen (0 for other backends),
  *  and the text of one (the string stays valid until the next call on this thread). */
 SP_API sp_status_t sp_device_violation_count(sp_device_t device, size_t* count);

@@ -83,6 +83,7 @@
 // these six either.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -186,6 +187,25 @@ class STREAMPOOL_EXPORT backend {
   /// destroying inherited objects in the child neither hangs nor crashes.
   [[nodiscard]] bool usable_in_this_process() const noexcept;
 
+  /// @name Stream capture (CUDA graphs)
+  /// While a capture is under way on the device (begin_capture() more often than end_capture()),
+  /// the driver must not be asked whether work is complete nor made to wait, and memory must not
+  /// go back to it: CUDA's global capture mode fails the capture when any thread does so. Then
+  /// query() answers false without asking (what completed is learnt after the capture), and
+  /// record, wait_host, wait_device, deallocate, unreserve, release_physical and unmap are
+  /// refused (logic_error; an assertion for the noexcept ones): the pool grows instead of
+  /// waiting, and gives nothing back until the capture ends (docs/torch.md, "CUDA graphs").
+  /// Growth (allocate, reserve, create_physical, map) stays allowed. Counted: captures on several
+  /// streams nest.
+  /// @{
+  void begin_capture() noexcept;
+  /// @throws logic_error when no capture is under way
+  void end_capture();
+  [[nodiscard]] bool capturing() const noexcept {
+    return captures_.load(std::memory_order_acquire) != 0;
+  }
+  /// @}
+
   [[nodiscard]] void* allocate(std::size_t bytes);
   void deallocate(void* p, std::size_t bytes) noexcept;
   [[nodiscard]] native_queue create_queue();
@@ -226,10 +246,13 @@ class STREAMPOOL_EXPORT backend {
 
   /// Throws logic_error naming `what` when !usable_in_this_process().
   void check_process(const char* what) const;
+  /// Throws logic_error naming `what` while a stream capture is under way (begin_capture).
+  void check_not_capturing(const char* what) const;
 
   std::string name_;
   backend_caps caps_;
   std::uint64_t fork_generation_;  // the process's fork count when this backend was made
+  std::atomic<int> captures_{0};   // stream captures under way (begin_capture)
 };
 
 }  // namespace streampool

@@ -213,7 +213,8 @@ class STREAMPOOL_EXPORT pool {
 
   /// Releases cached memory whose pending work is complete back to the upstream (whole free
   /// slabs and segments; on virtual memory, every free granule). Returns bytes released. Never
-  /// blocks on the device.
+  /// blocks on the device. Gives nothing back (0) while a stream capture is under way on the
+  /// pool's device (device::begin_capture).
   std::size_t trim();
   void set_memory_limit(std::size_t bytes);  ///< 0 = none
   [[nodiscard]] std::size_t memory_limit() const;

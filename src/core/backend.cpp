@@ -149,6 +149,23 @@ backend::backend(std::string name, backend_caps caps)
                                     name_.c_str(), caps_.vm_granularity, caps_.granularity));
 }
 
+void backend::begin_capture() noexcept { captures_.fetch_add(1, std::memory_order_acq_rel); }
+
+void backend::end_capture() {
+  int n = captures_.load(std::memory_order_acquire);
+  do {
+    STREAMPOOL_EXPECTS(n > 0, detail::format("%s: end_capture with no stream capture under way",
+                                             name_.c_str()));
+  } while (!captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel));
+}
+
+void backend::check_not_capturing(const char* what) const {
+  STREAMPOOL_EXPECTS(!capturing(),
+                     detail::format("%s: %s while a stream capture is under way on the device "
+                                    "(the capture would fail: begin_capture in backend.hpp)",
+                                    name_.c_str(), what));
+}
+
 void* backend::allocate(std::size_t bytes) {
   check_process("allocate");
   STREAMPOOL_EXPECTS(positive_multiple(bytes, caps_.granularity),
@@ -161,6 +178,9 @@ void* backend::allocate(std::size_t bytes) {
 void backend::deallocate(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
+  STREAMPOOL_BACKEND_ASSERT(!capturing(),
+                            detail::format("%s: deallocate while a stream capture is under way",
+                                           name_.c_str()));
   STREAMPOOL_BACKEND_ASSERT(
       p != nullptr && aligned(p, caps_.granularity) && positive_multiple(bytes, caps_.granularity),
       detail::format("%s: deallocate of %zu bytes at %s: needs a non-null address and a size "
@@ -207,6 +227,7 @@ void backend::submit(native_queue q, const command& c) {
 
 native_marker backend::record(native_queue q) {
   check_process("record");
+  check_not_capturing("record");
   STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: record on a null queue", name_.c_str()));
   native_marker m = do_record(q);
   STREAMPOOL_EXPECTS(m != nullptr,
@@ -217,17 +238,21 @@ native_marker backend::record(native_queue q) {
 bool backend::query(native_marker m) {
   check_process("query");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: query of a null marker", name_.c_str()));
+  // A capture under way: not asked, so not complete (what completed is learnt after it).
+  if (capturing()) return false;
   return do_query(m);
 }
 
 void backend::wait_host(native_marker m) {
   check_process("wait_host");
+  check_not_capturing("wait_host");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: wait_host on a null marker", name_.c_str()));
   do_wait_host(m);
 }
 
 void backend::wait_device(native_queue q, native_marker m) {
   check_process("wait_device");
+  check_not_capturing("wait_device");
   STREAMPOOL_EXPECTS(
       q != nullptr && m != nullptr,
       detail::format("%s: wait_device of queue %s on marker %s: both must be "
@@ -259,6 +284,9 @@ void* backend::reserve(std::size_t bytes) {
 void backend::unreserve(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
+  STREAMPOOL_BACKEND_ASSERT(!capturing(),
+                            detail::format("%s: unreserve while a stream capture is under way",
+                                           name_.c_str()));
   assert_granule_range(name_, caps_, "unreserve", p, bytes);
   do_unreserve(p, bytes);
 }
@@ -274,6 +302,9 @@ native_physical backend::create_physical() {
 void backend::release_physical(native_physical h) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
+  STREAMPOOL_BACKEND_ASSERT(!capturing(),
+                            detail::format("%s: release_physical while a stream capture is under way",
+                                           name_.c_str()));
   STREAMPOOL_BACKEND_ASSERT(
       caps_.virtual_memory && h != nullptr,
       detail::format("%s: release_physical of handle %s: needs virtual memory (%s) and a "
@@ -304,6 +335,9 @@ bool backend::map(void* p, std::span<const native_physical> handles) {
 void backend::unmap(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
+  STREAMPOOL_BACKEND_ASSERT(!capturing(),
+                            detail::format("%s: unmap while a stream capture is under way",
+                                           name_.c_str()));
   assert_granule_range(name_, caps_, "unmap", p, bytes);
   do_unmap(p, bytes);
 }

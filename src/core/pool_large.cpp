@@ -106,7 +106,8 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
       // device) widens its reach to other live streams' free memory itself.
       return grow_virtual(s, cache, size, first);
     });
-    if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold) {
+    if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold &&
+        !backend_->capturing()) {
       const std::lock_guard growth(growth_mu_);
       const std::size_t reserved = reserved_now_.load();
       if (reserved > options_.release_threshold)
@@ -234,7 +235,8 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
       if (fallback == nullptr) fallback = *it;
     }
     if (pick == nullptr) pick = ready;
-    wait = pick == nullptr && pending_ok && fallback != nullptr;
+    // Never behind a wait during a stream capture (backend.hpp, begin_capture).
+    wait = pick == nullptr && pending_ok && fallback != nullptr && !backend_->capturing();
     if (wait) pick = fallback;
     if (pick == nullptr) return nullptr;
     // Only a block behind a wait needs its tokens past take(): copying them for every reuse was a
@@ -363,6 +365,8 @@ void pool_state::record_use_large(large_range& r, void* p, const token& use) {
 
 void pool_state::mark_free_large(const timeline* skip, const large_shard* own, large_reach reach) {
   // The latest point per timeline over every free block not known complete: one marker each.
+  // None during a stream capture (backend.hpp, begin_capture).
+  if (backend_->capturing()) return;
   token_set pending;
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;

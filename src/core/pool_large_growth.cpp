@@ -222,6 +222,9 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       // Neighbours kept apart while their streams' work was pending merge once it is known
       // complete: whole granules under them become remappable, and windows larger.
       own.arena.coalesce(/*force=*/false);
+      // During a stream capture nothing may wait or be unmapped (backend.hpp, begin_capture):
+      // a window behind a wait is no window, and nothing is remapped below.
+      const bool capturing = backend_->capturing();
       std::optional<block_arena::window> w = own.arena.best_window(size, ready);
       if (!w || w->pending || w->map_granules > 0) {
         // A window in another stream's shard that needs less mapping (or no wait) wins: memory
@@ -243,6 +246,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           }
         }
       }
+      if (w && w->pending && capturing) w.reset();
       if (!w) {
         unlock_all();
         if (!reserve_range(own, size)) return nullptr;
@@ -269,7 +273,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         const std::size_t slack = live_peak / remap_slack_divisor +
                                   (remapped_ > free_remaps ? remapped_ - free_remaps : 0);
         std::size_t have = fresh.size();
-        if (reserved + need * g > live_peak + slack) {
+        if (reserved + need * g > live_peak + slack && !capturing) {
           // The stream's own shard first, then the others': memory is the pool's, not a shard's.
           // Never from under the window's own chain.
           for (std::size_t i = 0; i < shard_count && have < need; ++i) {
@@ -355,6 +359,14 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           continue;  // plan again: the arena may have changed meanwhile
         }
       }
+      // What the block waits for: the work on the mapped pieces under the window. Not the
+      // joined holder's tokens below: mapping a hole merges it with its free mapped neighbours,
+      // whose work (another stream's, pending) does not touch the extent. Waiting for it was
+      // needless, and during a stream capture it is not allowed at all (backend.hpp).
+      token_set window_waits;
+      for (const arena_block* p : w->pieces)
+        if (p->state == block_state::mapped)
+          for (const token& t : p->tokens) merge_token(window_waits, t);
       // Commit the plan in the arenas: the sources become unmapped, the window mapped and live.
       const std::uintptr_t window_start = w->start;
       window = window_start;
@@ -392,7 +404,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
           targets.empty() ? window_start + size : std::max(window_start + size, targets.back().to);
       arena_block* holder = arena.join(block_arena::block_at(*range, extent_lo), extent_hi);
       STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
-      waits = holder->tokens;
+      waits = std::move(window_waits);
       b = arena.take(holder, extent_lo, extent_hi - extent_lo, cache.timeline_id());
       fresh_memory = !targets.empty();
     }

@@ -173,6 +173,7 @@ void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*
 }
 
 bool pool_state::wait_cached_work() {
+  if (backend_->capturing()) return false;  // no waiting during a stream capture
   flush_caches();
   token_set pending;
   for (auto& l : shared_) {

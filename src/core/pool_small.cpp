@@ -320,7 +320,8 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls, bool pending_o
     }
     // 3. A freed chunk whose work may still run: reuse it behind a device-side wait rather than
     //    growing the pool. The oldest is the likeliest to be done by the time the wait runs.
-    if (taken.p == nullptr && pending_ok && !v.empty()) {
+    //    Never during a stream capture: nothing may wait then (backend.hpp, begin_capture).
+    if (taken.p == nullptr && pending_ok && !v.empty() && !backend_->capturing()) {
       taken = std::move(v.front());
       v.front() = std::move(v.back());
       v.pop_back();

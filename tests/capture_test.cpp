@@ -1,0 +1,135 @@
+// A stream capture under way on the device (backend::begin_capture, CUDA graphs): the pool asks
+// the backend nothing about completion, records no marker, waits for nothing and gives nothing
+// back; it grows instead, reuses what a stream freed itself, and fails with out_of_memory where
+// it would otherwise have waited. The backend refuses record and the waits meanwhile (logic_error),
+// so any path of the pool that still tried one would fail these tests.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <tuple>
+#include <vector>
+
+#include "streampool/streampool.hpp"
+
+namespace sp = streampool;
+
+namespace {
+
+constexpr std::size_t KiB = std::size_t{1} << 10;
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// Sizes of both paths: slab chunks, shelved large blocks and large blocks past the shelf.
+const std::vector<std::size_t> sizes = {4 * KiB, 64 * KiB, MiB, 3 * MiB, 24 * MiB};
+
+/// (virtual memory, share_between_streams)
+class Capture : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+ protected:
+  Capture()
+      : d_(sp::make_host_backend(host())),
+        p_(d_, options()),
+        a_(d_),
+        b_(d_) {}
+
+  static sp::host_options host() {
+    sp::host_options o;
+    o.checking = true;
+    o.virtual_memory = std::get<0>(GetParam());
+    o.eager_markers = false;  // markers complete a moment later, as on a GPU
+    return o;
+  }
+  static sp::pool_options options() {
+    sp::pool_options o;
+    o.share_between_streams = std::get<1>(GetParam());
+    return o;
+  }
+  std::vector<void*> allocate_all(sp::stream& s) {
+    std::vector<void*> out;
+    for (std::size_t n : sizes) out.push_back(p_.allocate(s, n));
+    return out;
+  }
+  void free_all(sp::stream& s, const std::vector<void*>& blocks) {
+    for (void* q : blocks) p_.deallocate(s, q);
+  }
+  void TearDown() override { EXPECT_TRUE(sp::host_violations(d_.get_backend()).empty()); }
+
+  sp::device d_;
+  sp::pool p_;
+  sp::stream a_, b_;
+};
+
+}  // namespace
+
+TEST_P(Capture, NothingWaitsNothingGoesBackAndTheStreamsOwnMemoryIsReused) {
+  // Memory that stream a freed, its work not known complete: b would reuse it behind a wait.
+  free_all(a_, allocate_all(a_));
+  const sp::pool_statistics before = p_.statistics();
+  sp::backend& be = d_.get_backend();
+  be.begin_capture();
+  std::vector<void*> on_b = allocate_all(b_);  // no logic_error: nothing was recorded or waited
+  sp::pool_statistics during = p_.statistics();
+  EXPECT_EQ(during.device_waits, before.device_waits);
+  EXPECT_EQ(during.host_waits, before.host_waits);
+  EXPECT_EQ(during.waited_reuses, before.waited_reuses);
+  EXPECT_EQ(p_.trim(), 0u);
+  EXPECT_EQ(p_.statistics().reserved_bytes, during.reserved_bytes);
+  // What b frees during the capture, b reuses during it, with no growth (same stream, in order).
+  free_all(b_, on_b);
+  on_b = allocate_all(b_);
+  EXPECT_EQ(p_.statistics().reserved_bytes, during.reserved_bytes);
+  free_all(b_, on_b);
+  be.end_capture();
+  // After it, everything works as before: the pool can wait and give back again.
+  a_.synchronize();
+  b_.synchronize();
+  EXPECT_GT(p_.trim(), 0u);
+  free_all(a_, allocate_all(a_));
+}
+
+TEST_P(Capture, WhereOnlyAWaitWouldDoItIsOutOfMemory) {
+  free_all(a_, allocate_all(a_));
+  // No room to grow: b could only reuse a's memory, behind a wait.
+  p_.set_memory_limit(p_.statistics().reserved_bytes);
+  d_.get_backend().begin_capture();
+  EXPECT_THROW((void)p_.allocate(b_, 24 * MiB), sp::out_of_memory);
+  d_.get_backend().end_capture();
+  // The same request after the capture waits for a's work and succeeds.
+  void* q = p_.allocate(b_, 24 * MiB);
+  p_.deallocate(b_, q);
+}
+
+INSTANTIATE_TEST_SUITE_P(PathsAndSharing, Capture,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Virtual" : "Segments") +
+                                  (std::get<1>(info.param) ? "Shared" : "PerStream");
+                         });
+
+TEST(CaptureBackend, RefusesRecordAndWaitsAndAnswersIncompleteWhileCapturing) {
+  sp::device d(sp::make_host_backend({}));
+  sp::stream s(d);
+  sp::backend& be = d.get_backend();
+  const sp::native_marker done = be.record(s.ref().native());
+  be.wait_host(done);
+  ASSERT_TRUE(be.query(done));
+  be.begin_capture();
+  be.begin_capture();  // two captures at once nest
+  EXPECT_TRUE(be.capturing());
+  EXPECT_FALSE(be.query(done)) << "a capture under way: the driver is not asked";
+  try {
+    (void)be.record(s.ref().native());
+    ADD_FAILURE() << "record during a capture";
+  } catch (const sp::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("record while a stream capture is under way"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(be.wait_host(done), sp::logic_error);
+  EXPECT_THROW(be.wait_device(s.ref().native(), done), sp::logic_error);
+  be.end_capture();
+  EXPECT_TRUE(be.capturing());
+  be.end_capture();
+  EXPECT_FALSE(be.capturing());
+  EXPECT_TRUE(be.query(done));
+  EXPECT_THROW(be.end_capture(), sp::logic_error);
+  be.release_marker(done);
+}
