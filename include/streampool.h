@@ -249,6 +249,10 @@ typedef struct sp_pool_options_s {
    *  two); 0 turns it off, the default is 96 MiB. Off anyway with a memory limit or release
    *  threshold. pool_options::large_cache_bytes. */
   size_t large_cache_bytes;
+  /** 1: memory goes back to the device only on sp_pool_trim, and free memory is never moved to
+   *  another address: for pools whose freed blocks are still written by work the pool cannot see
+   *  (CUDA graph replays). 0 (the default): as above. pool_options::keep_memory. */
+  int keep_memory;
 } sp_pool_options_t;
 
 /** Writes the defaults into the fields that options->struct_size covers (see "versioned

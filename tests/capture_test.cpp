@@ -133,3 +133,51 @@ TEST(CaptureBackend, RefusesRecordAndWaitsAndAnswersIncompleteWhileCapturing) {
   EXPECT_THROW(be.end_capture(), sp::logic_error);
   be.release_marker(done);
 }
+
+// pool_options::keep_memory (graph pools: replays write freed blocks): nothing goes back and
+// nothing moves, on either large path, until trim().
+class KeepMemory : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KeepMemory, FreedMemoryStaysWhereItWasUntilTrim) {
+  sp::host_options h;
+  h.checking = true;
+  h.virtual_memory = GetParam();
+  sp::device d(sp::make_host_backend(h));
+  sp::pool_options o;
+  o.keep_memory = true;
+  sp::pool p(d, o);
+  sp::stream s(d);
+  void* first = p.allocate(s, 24 * MiB);
+  const std::uintptr_t where = reinterpret_cast<std::uintptr_t>(first);
+  p.deallocate(s, first);
+  s.synchronize();
+  // A larger request: without keep_memory, the free 24 MiB would go back (segments) or be
+  // remapped into the new block (virtual memory) before the pool grew.
+  // (On virtual memory the new block may grow around the freed one in place: reuse within the
+  // pool is allowed, a move is not.)
+  void* second = p.allocate(s, 40 * MiB);
+  const sp::pool_statistics st = p.statistics();
+  EXPECT_GE(st.reserved_bytes, (GetParam() ? 40 : 64) * MiB);
+  EXPECT_EQ(st.upstream_deallocations, 0u);
+  EXPECT_EQ(st.upstream_unmaps, 0u);
+  EXPECT_EQ(st.upstream_releases, 0u);
+  // The freed block's memory is still there, at its address.
+  bool backed = false;
+  for (const auto& r : p.snapshot().ranges)
+    for (const auto& b : r.blocks)
+      if (r.base + b.offset <= where && where < r.base + b.offset + b.size)
+        backed = b.status != sp::block_status::unmapped;
+  EXPECT_TRUE(backed);
+  // Under a limit that only a give-back could meet: out of memory, nothing given back.
+  p.set_memory_limit(st.reserved_bytes);
+  EXPECT_THROW((void)p.allocate(s, 48 * MiB), sp::out_of_memory);
+  EXPECT_EQ(p.statistics().reserved_bytes, st.reserved_bytes);
+  p.set_memory_limit(0);
+  p.deallocate(s, second);
+  s.synchronize();
+  EXPECT_GE(p.trim(), 40 * MiB);  // trim() is the way back
+  EXPECT_TRUE(sp::host_violations(d.get_backend()).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothLargePaths, KeepMemory, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Virtual" : "Segments"; });

@@ -102,6 +102,12 @@ struct pool_options {
   /// memory stays nearer the streams' joint peak, but threads that allocate at once steal from
   /// each other and do not scale.
   bool share_between_streams = false;
+  /// true: memory goes back to the upstream only on trim(), and free memory is never moved to
+  /// another address (no remapping of free granules into a growth, no segment given back before
+  /// a growth or under pressure, no release threshold). For pools whose freed blocks are still
+  /// written by work the pool cannot see: CUDA graph replays write every block a capture used,
+  /// freed or not, for as long as the graph lives (the native PyTorch allocator's graph pools).
+  bool keep_memory = false;
 };
 
 struct stream_statistics {

@@ -95,7 +95,8 @@ class PoolOptions(_Versioned):
     _fields_ = [("struct_size", c_size), ("memory_limit", c_size), ("small_max", c_size),
                 ("stream_cache_bytes", c_size), ("poison_on_free", ctypes.c_int),
                 ("virtual_memory", ctypes.c_int), ("release_threshold", c_size),
-                ("share_between_streams", ctypes.c_int), ("large_cache_bytes", c_size)]
+                ("share_between_streams", ctypes.c_int), ("large_cache_bytes", c_size),
+                ("keep_memory", ctypes.c_int)]
 
 
 class PoolStatistics(_Versioned):

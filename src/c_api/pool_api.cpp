@@ -106,6 +106,7 @@ sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
     }
     if (version >= 3) options->share_between_streams = o.share_between_streams ? 1 : 0;
     if (version >= 4) options->large_cache_bytes = o.large_cache_bytes;
+    if (version >= 5) options->keep_memory = o.keep_memory ? 1 : 0;
   });
 }
 
@@ -135,6 +136,7 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
       }
       if (version >= 3) o.share_between_streams = options->share_between_streams != 0;
       if (version >= 4) o.large_cache_bytes = options->large_cache_bytes;
+      if (version >= 5) o.keep_memory = options->keep_memory != 0;
     }
     *pool = add_pool(streampool::pool(d->dev, o));
   });

@@ -80,15 +80,24 @@ struct pool_statistics_v1 {
 static_assert(offsetof(pool_statistics_v1, stream_caches) ==
               offsetof(sp_pool_statistics_t, stream_caches));
 
+// Version 4 of the pool options: before keep_memory was appended (issue 44, CUDA graph pools).
+struct pool_options_v4 {
+  pool_options_v3 v3;
+  std::size_t large_cache_bytes;
+};
+static_assert(offsetof(pool_options_v4, large_cache_bytes) ==
+              offsetof(sp_pool_options_t, large_cache_bytes));
+
 constexpr std::array<std::size_t, 1> host_options_sizes{sizeof(sp_host_options_t)};
-constexpr std::array<std::size_t, 4> pool_options_sizes{
+constexpr std::array<std::size_t, 5> pool_options_sizes{
     sizeof(pool_options_v1), sizeof(pool_options_v2), sizeof(pool_options_v3),
-    sizeof(sp_pool_options_t)};
+    sizeof(pool_options_v4), sizeof(sp_pool_options_t)};
 constexpr std::array<std::size_t, 2> pool_statistics_sizes{sizeof(pool_statistics_v1),
                                                            sizeof(sp_pool_statistics_t)};
 static_assert(sizeof(pool_options_v1) < sizeof(pool_options_v2));
 static_assert(sizeof(pool_options_v2) < sizeof(pool_options_v3));
-static_assert(sizeof(pool_options_v3) < sizeof(sp_pool_options_t));
+static_assert(sizeof(pool_options_v3) < sizeof(pool_options_v4));
+static_assert(sizeof(pool_options_v4) < sizeof(sp_pool_options_t));
 static_assert(sizeof(pool_statistics_v1) < sizeof(sp_pool_statistics_t));
 
 const std::array<const abi_struct*, 3> all_structs{&host_options_abi, &pool_options_abi,

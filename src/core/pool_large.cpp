@@ -107,7 +107,7 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
       return grow_virtual(s, cache, size, first);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold &&
-        !backend_->capturing()) {
+        !backend_->capturing() && !options_.keep_memory) {
       const std::lock_guard growth(growth_mu_);
       const std::size_t reserved = reserved_now_.load();
       if (reserved > options_.release_threshold)

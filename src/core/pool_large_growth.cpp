@@ -273,7 +273,7 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
         const std::size_t slack = live_peak / remap_slack_divisor +
                                   (remapped_ > free_remaps ? remapped_ - free_remaps : 0);
         std::size_t have = fresh.size();
-        if (reserved + need * g > live_peak + slack && !capturing) {
+        if (reserved + need * g > live_peak + slack && !capturing && !options_.keep_memory) {
           // The stream's own shard first, then the others': memory is the pool's, not a shard's.
           // Never from under the window's own chain.
           for (std::size_t i = 0; i < shard_count && have < need; ++i) {

@@ -132,8 +132,10 @@ std::size_t pool_state::release_segment(segment* seg) {
 
 void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*()>& attempt) {
   // The ladder: memory cached by other streams and fully free segments first, then the
-  // language runtime's hooks (a GC that frees arrays), then give up with the numbers.
-  trim();
+  // language runtime's hooks (a GC that frees arrays), then give up with the numbers. A pool that
+  // keeps its memory (pool_options::keep_memory) gives nothing back: only the hooks may help.
+  const bool give_back = !options_.keep_memory;
+  if (give_back) trim();
   if (void* p = attempt()) return p;
   if (!in_reclaim) {
     std::vector<std::function<void(std::size_t)>> hooks;
@@ -152,7 +154,7 @@ void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*
       }
     }
     if (void* p = attempt()) return p;
-    trim();
+    if (give_back) trim();
     if (void* p = attempt()) return p;
   }
   // Another thread's growth counts against the limit from its reservation on, before its segment
@@ -165,7 +167,7 @@ void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*
   // idle stream's last point is learnt only from a marker) cannot go back to the upstream without
   // waiting, and a request of another size class cannot reuse it. An allocation may block (a free
   // never does): wait for that work on the host, trim, and try once more.
-  if (wait_cached_work()) {
+  if (give_back && wait_cached_work()) {
     trim();
     if (void* p = attempt()) return p;
   }

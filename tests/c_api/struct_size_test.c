@@ -40,6 +40,15 @@ typedef struct {
   int share_between_streams;
 } pool_options_v3;
 
+/* Version 4: before keep_memory (graph pools). */
+typedef struct {
+  POOL_OPTIONS_V1_FIELDS
+  int virtual_memory;
+  size_t release_threshold;
+  int share_between_streams;
+  size_t large_cache_bytes;
+} pool_options_v4;
+
 typedef struct {
   size_t struct_size;
   size_t live_bytes, cached_bytes, reserved_bytes, peak_live_bytes, peak_reserved_bytes;
@@ -103,7 +112,7 @@ static void expect_refused(const char* call, int line, sp_status_t status,
   expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
 
 /* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts (two versions;
- * four_sizes_text below for four). */
+ * five_sizes_text below for five). */
 static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   if (v1 == v2) {
     snprintf(buf, n, "%zu (version 1)", v1);
@@ -113,10 +122,11 @@ static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   return buf;
 }
 
-static const char* four_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3,
-                                   size_t v4) {
-  snprintf(buf, n, "%zu (version 1), %zu (version 2), %zu (version 3), %zu (version 4)", v1, v2, v3,
-           v4);
+static const char* five_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3,
+                                   size_t v4, size_t v5) {
+  snprintf(buf, n,
+           "%zu (version 1), %zu (version 2), %zu (version 3), %zu (version 4), %zu (version 5)",
+           v1, v2, v3, v4, v5);
   return buf;
 }
 
@@ -152,9 +162,9 @@ static void test_too_small_refused(void) {
   sp_device_t none = NULL;
   sp_pool_t p = NULL, q = NULL;
   guarded_buffer b;
-  char po_sizes[128], ho_sizes[96], st_sizes[96];
-  four_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
-                  sizeof(pool_options_v3), sizeof(sp_pool_options_t));
+  char po_sizes[160], ho_sizes[96], st_sizes[96];
+  five_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
+                  sizeof(pool_options_v3), sizeof(pool_options_v4), sizeof(sp_pool_options_t));
   sizes_text(ho_sizes, sizeof ho_sizes, sizeof(sp_host_options_t), sizeof(sp_host_options_t));
   sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1), sizeof(sp_pool_statistics_t));
   OK(sp_device_default_pool(d, &p));
@@ -369,6 +379,28 @@ static void test_large_cache_bytes(void) {
   CHECK(large_block_size(&b.options) == shelf_class);
 }
 
+/* keep_memory (version 5): 0 by default; a version-4 caller's struct is written only as far
+ * as it reaches, and its pool keeps the default. */
+static void test_keep_memory(void) {
+  sp_device_t d = checking_device_with_delay(0);
+  sp_pool_t p = NULL;
+  guarded_buffer b;
+  sp_pool_options_t o;
+  OK(sp_pool_options_init(&o));
+  CHECK(o.keep_memory == 0);
+  o.keep_memory = 1;
+  OK(sp_pool_create(d, &o, &p));
+  OK(sp_pool_destroy(p));
+  fill_guard(&b);
+  b.options.struct_size = sizeof(pool_options_v4);
+  OK(sp_pool_options_set_defaults(&b.options));
+  UNTOUCHED_FROM(&b, sizeof(pool_options_v4));
+  memset(b.bytes + sizeof(pool_options_v4), 0, sizeof b.bytes - sizeof(pool_options_v4));
+  OK(sp_pool_create(d, &b.options, &p));
+  OK(sp_pool_destroy(p));
+  OK(sp_device_destroy(d));
+}
+
 /* A caller built against a newer header: larger structs. Known fields are written, the tail is
  * left alone; a tail that sets something is refused, naming the byte. */
 static void test_newer_structs(void) {
@@ -452,6 +484,7 @@ int main(void) {
   test_older_pool_options();
   test_share_between_streams();
   test_large_cache_bytes();
+  test_keep_memory();
   test_newer_structs();
   if (failures != 0) {
     fprintf(stderr, "struct_size_test: %d failure(s)\n", failures);

@@ -31,7 +31,8 @@ class WrongPoolOptions(ctypes.Structure):
         "struct_size", "memory_limit", "small_max", "stream_cache_bytes")] + [
         ("poison_on_free", ctypes.c_int), ("virtual_memory", ctypes.c_int),
         ("release_threshold", ctypes.c_size_t), ("share_between_streams", ctypes.c_int),
-        ("large_cache_bytes", ctypes.c_size_t), ("no_such_field", ctypes.c_size_t)]
+        ("large_cache_bytes", ctypes.c_size_t), ("keep_memory", ctypes.c_int),
+        ("no_such_field", ctypes.c_size_t)]
 
 
 class NoSuchStruct(ctypes.Structure):
