@@ -24,9 +24,11 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "streampool.h"
+#include "graph_pools.hpp"
 #include "torch_snapshot.hpp"
 
 namespace streampool::torch_native {
@@ -46,6 +48,7 @@ struct block {
   std::size_t size = 0;  // the block's usable size (sp_pool_block_size)
   int device = 0;
   cudaStream_t stream = nullptr;
+  private_pool* pool = nullptr;  // a PyTorch memory pool's (graph_pools.hpp); null: the default
 };
 
 /// pointer -> block, in shards by pointer (blocks are at least 256-byte aligned).
@@ -65,6 +68,14 @@ class block_map {
     out = it->second;
     s.blocks.erase(it);
     return true;
+  }
+  /// Calls f(pointer, block) for every block, one shard locked at a time.
+  template <class F>
+  void for_each(F&& f) {
+    for (shard& s : shards_) {
+      const std::lock_guard lock(s.mu);
+      for (const auto& [p, b] : s.blocks) f(p, b);
+    }
   }
   bool find(const void* p, block& out) {
     shard& s = shard_of(p);
@@ -118,6 +129,42 @@ sp_pool_t pool_of(int device) {
   }
   return pool;
 }
+
+/// The streampool device of CUDA device `device`'s pools (the plug-in pool's), asked once.
+sp_device_t device_handle(c10::DeviceIndex device) {
+  static std::array<std::atomic<sp_device_t>, max_devices> handles{};
+  std::atomic<sp_device_t>& slot = handles.at(static_cast<std::size_t>(device));
+  if (sp_device_t h = slot.load(std::memory_order_acquire)) return h;
+  sp_device_t dev = nullptr;
+  TORCH_CHECK(sp_pool_get_device(pool_of(device), &dev) == STREAMPOOL_STATUS_SUCCESS,
+              "streampool: device ", static_cast<int>(device), ": ", last_error());
+  sp_device_t expected = nullptr;
+  if (!slot.compare_exchange_strong(expected, dev, std::memory_order_acq_rel)) {
+    (void)sp_device_destroy(dev);
+    return expected;
+  }
+  return dev;
+}
+
+/// While PyTorch routes allocations to a private pool (a capture may be under way, in CUDA's
+/// global mode), this thread's driver calls run in relaxed capture mode: a growth's cuMemAlloc
+/// is allowed then, as PyTorch's allocator allows its cudaMalloc ("never freed before replay":
+/// graph pools keep their memory).
+class relaxed_capture_mode {
+ public:
+  explicit relaxed_capture_mode(bool on) : on_(on) {
+    if (on_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  ~relaxed_capture_mode() {
+    if (on_) (void)cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  relaxed_capture_mode(const relaxed_capture_mode&) = delete;
+  relaxed_capture_mode& operator=(const relaxed_capture_mode&) = delete;
+
+ private:
+  bool on_;
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
 
 /// Whether the plug-in's pools run on the host backend (STREAMPOOL_TORCH_BACKEND=host: the tests
 /// without a GPU, tests/torch_native/). Asked once, and only where CUDA names no device: asking
@@ -191,13 +238,19 @@ class allocator final : public cca::CUDAAllocator {
   // ---- c10::DeviceAllocator ----
   bool initialized() override { return device_count_.load() > 0; }
   void emptyCache(c10::MempoolId_t id) override {
-    if (id != c10::MempoolId_t{0, 0}) not_yet("emptyCache of a memory pool");
-    sp_torch_empty_cache();
+    // A private pool's memory goes back only once its graphs are gone (graph_pools.hpp).
+    if (id == c10::MempoolId_t{0, 0}) sp_torch_empty_cache();
+    graphs_.empty_cache(id);
   }
   using cca::CUDAAllocator::recordStream;
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     // Not ours (a tensor shared over IPC keeps PyTorch's deleter), or empty: nothing to record.
     if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;
+    block b;
+    if (blocks_.find(ptr.get(), b) && b.pool != nullptr) {
+      (void)sp_pool_record_use_native(b.pool->pool, ptr.get(), stream.stream());
+      return;
+    }
     sp_torch_record_stream(ptr.get(), stream.stream());
   }
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -209,6 +262,17 @@ class allocator final : public cca::CUDAAllocator {
       TORCH_CHECK(sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS,
                   "streampool: statistics of device ", static_cast<int>(device), ": ",
                   last_error());
+    }
+    // A private pool's memory is the device's reserved memory too (PyTorch counts its graph
+    // pools' segments in reserved_bytes).
+    for (const auto& [id, pool] : graphs_.pools(device, {0, 0})) {
+      sp_pool_statistics_t gs;
+      sp_pool_statistics_init(&gs);
+      if (sp_pool_get_statistics(pool, &gs) != STREAMPOOL_STATUS_SUCCESS) continue;
+      ps.reserved_bytes += gs.reserved_bytes;
+      ps.peak_reserved_bytes += gs.peak_reserved_bytes;  // an upper bound of the joint peak
+      ps.upstream_allocations += gs.upstream_allocations;
+      ps.upstream_deallocations += gs.upstream_deallocations;
     }
     const std::lock_guard lock(st.mu);
     DeviceStats out = st.stats;
@@ -300,18 +364,21 @@ class allocator final : public cca::CUDAAllocator {
   cca::SnapshotInfo snapshot(c10::MempoolId_t id, bool include_traces) override {
     cca::SnapshotInfo info;
     const int devices = std::max(device_count_.load(), 1);
-    // Private pools come with CUDA graphs: until then the default pools are the only ones.
-    if (id == c10::MempoolId_t{0, 0}) {
-      const live_block_lookup lookup = [this](const void* p, live_block_info& out) {
-        block b;
-        if (!blocks_.find(p, b)) return false;
-        out.requested = b.requested;
-        out.stream = b.stream;
-        return true;
-      };
-      for (int d = 0; d < devices; ++d) {
-        const auto device = static_cast<c10::DeviceIndex>(d);
-        if (pool_made(device)) append_segments(pool_of(d), device, id, lookup, info.segments);
+    const live_block_lookup lookup = [this](const void* p, live_block_info& out) {
+      block b;
+      if (!blocks_.find(p, b)) return false;
+      out.requested = b.requested;
+      out.stream = b.stream;
+      return true;
+    };
+    for (int d = 0; d < devices; ++d) {
+      const auto device = static_cast<c10::DeviceIndex>(d);
+      // {0, 0}: every pool, the default one and the private ones; else that private pool only.
+      if (id == c10::MempoolId_t{0, 0} && pool_made(device)) {
+        append_segments(pool_of(d), device, id, lookup, info.segments);
+      }
+      for (const auto& [pid, pool] : graphs_.pools(device, id)) {
+        append_segments(pool, device, pid, lookup, info.segments);
       }
     }
     // One (empty) trace per device: history is not recorded yet (recordHistory says so).
@@ -319,15 +386,42 @@ class allocator final : public cca::CUDAAllocator {
     info.config_metadata = config_info();
     return info;
   }
-  void beginAllocateToPool(c10::DeviceIndex, c10::MempoolId_t,
-                           std::function<bool(cudaStream_t)>) override {
-    not_yet("CUDA graphs and memory pools");
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    (void)state_of(device);  // the range check
+    graphs_.begin(device, id, std::move(filter));
   }
-  void endAllocateToPool(c10::DeviceIndex, c10::MempoolId_t) override {
-    not_yet("CUDA graphs and memory pools");
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    graphs_.end(device, id);
   }
-  void releasePool(c10::DeviceIndex, c10::MempoolId_t) override {
-    not_yet("CUDA graphs and memory pools");
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    graphs_.release(device, id);
+  }
+  int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) override {
+    return graphs_.use_count(device, id);
+  }
+  void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id,
+                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    if (allocator != nullptr) not_yet("a MemPool with an allocator of its own");
+    (void)state_of(device);
+    graphs_.create_or_incref(device, id);
+  }
+  // PyTorch's MemPool destructor calls it: accepted, and the private pool is not used for other
+  // allocations that run out of memory (a documented difference, docs/torch.md).
+  void setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool) override {}
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t id,
+                                const std::unordered_set<void*>& expected) override {
+    private_pool* pool = graphs_.find(device, id);
+    TORCH_CHECK(pool != nullptr, "streampool: checkPoolLiveAllocations: no memory pool (",
+                id.first, ", ", id.second, ") on device ", static_cast<int>(device));
+    std::size_t live = 0;
+    bool all_expected = true;
+    blocks_.for_each([&](void* p, const block& b) {
+      if (b.pool != pool) return;
+      ++live;
+      if (expected.count(p) == 0) all_expected = false;
+    });
+    return all_expected && live == expected.size();
   }
   cca::ShareableHandle shareIpcHandle(void*) override { not_yet("sharing tensors with IPC"); }
   std::shared_ptr<void> getIpcDevPtr(std::string) override { not_yet("sharing tensors with IPC"); }
@@ -387,6 +481,11 @@ class allocator final : public cca::CUDAAllocator {
       const std::lock_guard lock(st.mu);
       count(st.stats, b, /*out=*/false);
     }
+    if (b.pool != nullptr) {
+      (void)sp_pool_deallocate_native(b.pool->pool, p, b.stream);
+      graphs_.freed(b.pool);
+      return;
+    }
     sp_torch_free(p, b.requested, b.device, b.stream);
   }
 
@@ -430,15 +529,36 @@ class allocator final : public cca::CUDAAllocator {
   void* alloc(std::size_t n, c10::DeviceIndex device, cudaStream_t stream) {
     state& st = state_of(device);
     void* p = nullptr;
-    try {
-      p = sp_torch_malloc(n, device, stream);
-    } catch (const std::bad_alloc& e) {
-      out_of_memory(st, n, device, e.what());
+    private_pool* pp = nullptr;
+    if (graphs_.routing()) [[unlikely]] {
+      const relaxed_capture_mode relaxed(true);
+      pp = graphs_.route(device, stream);
+      if (pp != nullptr) {
+        if (sp_pool_allocate_native(pp->pool, n, stream, &p) != STREAMPOOL_STATUS_SUCCESS) {
+          graphs_.freed(pp);
+          out_of_memory(st, n, device, last_error().c_str());
+        }
+      } else {
+        try {
+          p = sp_torch_malloc(n, device, stream);
+        } catch (const std::bad_alloc& e) {
+          out_of_memory(st, n, device, e.what());
+        }
+      }
+    } else {
+      try {
+        p = sp_torch_malloc(n, device, stream);
+      } catch (const std::bad_alloc& e) {
+        out_of_memory(st, n, device, e.what());
+      }
     }
     st.pool_made.store(true, std::memory_order_relaxed);
-    block b{n, n, device, stream};
+    block b{n, n, device, stream, pp};
     std::size_t size = 0;
-    if (sp_pool_block_size(pool_of(device), p, &size) == STREAMPOOL_STATUS_SUCCESS) b.size = size;
+    if (sp_pool_block_size(pp != nullptr ? pp->pool : pool_of(device), p, &size) ==
+        STREAMPOOL_STATUS_SUCCESS) {
+      b.size = size;
+    }
     blocks_.insert(p, b);
     const std::lock_guard lock(st.mu);
     count(st.stats, b, /*out=*/true);
@@ -465,6 +585,7 @@ class allocator final : public cca::CUDAAllocator {
 
   std::atomic<int> device_count_{0};
   std::array<state, max_devices> states_;
+  graph_pools graphs_{[](c10::DeviceIndex d) { return device_handle(d); }};
   block_map blocks_;
   std::mutex observers_mu_;
   std::vector<cca::OutOfMemoryObserver> oom_observers_;

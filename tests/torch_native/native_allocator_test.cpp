@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -458,14 +459,68 @@ TEST_F(NativeAllocator, SnapshotSegmentsTileAndAgreeWithTheStatistics) {
   for (const auto& [p, r] : live) a.raw_delete(p);
 }
 
+// CUDA graphs' private pools (graph_pools.hpp): while a routing is under way, requests whose
+// stream its filter takes go to the pool's own memory and come back to it; the device's pools
+// give nothing back meanwhile; use counts decide when the pool's memory goes.
+TEST_F(NativeAllocator, PrivatePoolsTakeWhatTheirFilterRoutesAndKeepIt) {
+  cca::CUDAAllocator& a = installed();
+  const c10::MempoolId_t id{7, 0};
+  cudaStream_t routed = plugin().b;
+  // Free memory in the default pool, for the trim below.
+  a.raw_delete(alloc(8 * mib, plugin().a));
+  a.beginAllocateToPool(0, id, [routed](cudaStream_t s) { return s == routed; });
+  EXPECT_NE(error_of([&] { a.beginAllocateToPool(0, id, nullptr); }).find("already recording"),
+            std::string::npos);
+  void* in_pool = alloc(3 * mib, routed);
+  void* small_in_pool = alloc(1000, routed);
+  void* eager = alloc(3 * mib, plugin().a);
+  std::size_t n = 0;
+  EXPECT_NE(sp_pool_block_size(plugin().pool, in_pool, &n), STREAMPOOL_STATUS_SUCCESS)
+      << "a routed block must not be the default pool's";
+  EXPECT_EQ(sp_pool_block_size(plugin().pool, eager, &n), STREAMPOOL_STATUS_SUCCESS);
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {in_pool, small_in_pool}));
+  EXPECT_FALSE(a.checkPoolLiveAllocations(0, id, {in_pool}));
+  EXPECT_FALSE(a.checkPoolLiveAllocations(0, id, {in_pool, small_in_pool, eager}));
+  // Freed during the routing: back to the private pool, where the routed stream finds it again.
+  a.raw_delete(in_pool);
+  void* again = alloc(3 * mib, routed);
+  EXPECT_EQ(again, in_pool);
+  // Nothing goes back to the device while a routing (a capture) is under way.
+  std::size_t released = 1;
+  ASSERT_EQ(sp_pool_trim(plugin().pool, &released), STREAMPOOL_STATUS_SUCCESS);
+  EXPECT_EQ(released, 0u);
+  // The snapshot of the pool has its segments, owned by its id.
+  const cca::SnapshotInfo snap = a.snapshot(id);
+  ASSERT_FALSE(snap.segments.empty());
+  for (const auto& seg : snap.segments) EXPECT_EQ(seg.owner_private_pool_id, id);
+  a.endAllocateToPool(0, id);
+  EXPECT_NE(error_of([&] { a.endAllocateToPool(0, id); }).find("not currently recording"),
+            std::string::npos);
+  void* after = alloc(3 * mib, routed);  // routing over: the default pool
+  EXPECT_EQ(sp_pool_block_size(plugin().pool, after, &n), STREAMPOOL_STATUS_SUCCESS);
+  // Use counts: 1 from the begin, +1, then two releases make the pool freeable; it goes once
+  // nothing of it is live.
+  EXPECT_EQ(a.getPoolUseCount(0, id), 1);
+  a.createOrIncrefPool(0, id, nullptr);
+  EXPECT_EQ(a.getPoolUseCount(0, id), 2);
+  a.releasePool(0, id);
+  a.releasePool(0, id);
+  a.emptyCache(id);
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {again, small_in_pool}));  // still there
+  a.raw_delete(again);
+  a.raw_delete(small_in_pool);
+  EXPECT_EQ(a.getPoolUseCount(0, id), 0);
+  EXPECT_NE(error_of([&] { (void)a.checkPoolLiveAllocations(0, id, {}); }).find("no memory pool"),
+            std::string::npos);
+  a.raw_delete(eager);
+  a.raw_delete(after);
+  ASSERT_EQ(sp_pool_trim(plugin().pool, &released), STREAMPOOL_STATUS_SUCCESS);
+}
+
 TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
   cca::CUDAAllocator& a = installed();
   const c10::MempoolId_t pool{0, 1};
   const std::pair<const char*, std::function<void()>> calls[] = {
-      {"CUDA graphs and memory pools", [&] { a.beginAllocateToPool(0, pool, nullptr); }},
-      {"CUDA graphs and memory pools", [&] { a.endAllocateToPool(0, pool); }},
-      {"CUDA graphs and memory pools", [&] { a.releasePool(0, pool); }},
-      {"emptyCache of a memory pool", [&] { a.emptyCache(pool); }},
       {"sharing tensors with IPC", [&] { (void)a.shareIpcHandle(nullptr); }},
       {"sharing tensors with IPC", [&] { (void)a.getIpcDevPtr("handle"); }},
       {"_record_memory_history",
@@ -477,8 +532,9 @@ TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
       {"CUDA graph trees (checkpointing)", [&] { (void)a.getCheckpointState(0, pool); }},
       {"CUDA graph trees (checkpointing)", [&] { (void)a.setCheckpointPoolState(0, nullptr); }},
       {"getBaseAllocation", [&] { (void)a.getBaseAllocation(nullptr, nullptr); }},
+      {"a MemPool with an allocator of its own",
+       [&] { a.createOrIncrefPool(0, pool, std::shared_ptr<cca::CUDAAllocator>(&a, [](auto*) {})); }},
       {"caching_allocator_enable(False)", [&] { a.enable(false); }},
-      {"checkPoolLiveAllocations", [&] { (void)a.checkPoolLiveAllocations(0, pool, {}); }},
   };
   for (const auto& [what, call] : calls) {
     const std::string said = error_of(call);
