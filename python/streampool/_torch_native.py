@@ -23,8 +23,8 @@ from . import _capi
 
 # The sources of the native allocator, in the package (a wheel's copy, CMake's SKBUILD install)
 # or in this repository's tree when the package is run from python/.
-_SOURCES = ("native_allocator.cpp", "graph_pools.cpp", "torch_snapshot.cpp")
-_HEADERS = ("native_allocator.hpp", "graph_pools.hpp", "torch_snapshot.hpp")
+_SOURCES = ("native_allocator.cpp", "graph_pools.cpp", "history.cpp", "torch_snapshot.cpp")
+_HEADERS = ("native_allocator.hpp", "graph_pools.hpp", "history.hpp", "torch_snapshot.hpp")
 
 
 class Unavailable(Exception):

@@ -29,6 +29,7 @@
 
 #include "streampool.h"
 #include "graph_pools.hpp"
+#include "history.hpp"
 #include "torch_snapshot.hpp"
 
 namespace streampool::torch_native {
@@ -381,8 +382,10 @@ class allocator final : public cca::CUDAAllocator {
         append_segments(pool, device, pid, lookup, info.segments);
       }
     }
-    // One (empty) trace per device: history is not recorded yet (recordHistory says so).
-    if (include_traces) info.device_traces.resize(static_cast<std::size_t>(devices));
+    if (history_.on()) {
+      history_.record(history::entry::SNAPSHOT, 0, 0, 0, nullptr, id, nullptr);
+    }
+    if (include_traces) info.device_traces = history_.traces(devices);
     info.config_metadata = config_info();
     return info;
   }
@@ -425,12 +428,11 @@ class allocator final : public cca::CUDAAllocator {
   }
   cca::ShareableHandle shareIpcHandle(void*) override { not_yet("sharing tensors with IPC"); }
   std::shared_ptr<void> getIpcDevPtr(std::string) override { not_yet("sharing tensors with IPC"); }
-  // PyTorch's default throws; profilers and memory tools ask before they record.
-  bool isHistoryEnabled() override { return false; }
-  void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn, size_t,
-                     c10::CachingDeviceAllocator::RecordContext, bool,
-                     const std::vector<std::string>&) override {
-    if (enabled) not_yet("_record_memory_history");
+  bool isHistoryEnabled() override { return history_.on(); }
+  void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn recorder,
+                     size_t max_entries, c10::CachingDeviceAllocator::RecordContext when,
+                     bool clear, const std::vector<std::string>& skip_actions) override {
+    history_.configure(enabled, recorder, max_entries, when, clear, skip_actions);
   }
   void attachOutOfMemoryObserver(cca::OutOfMemoryObserver observer) override {
     const std::lock_guard lock(observers_mu_);
@@ -480,6 +482,16 @@ class allocator final : public cca::CUDAAllocator {
       state& st = state_of(static_cast<c10::DeviceIndex>(b.device));
       const std::lock_guard lock(st.mu);
       count(st.stats, b, /*out=*/false);
+    }
+    if (history_.on()) [[unlikely]] {
+      try {
+        const c10::MempoolId_t id = b.pool != nullptr ? b.pool->id : c10::MempoolId_t{0, 0};
+        history::context ctx = history_.context_for(history::entry::FREE_REQUESTED);
+        for (const auto action : {history::entry::FREE_REQUESTED, history::entry::FREE_COMPLETED})
+          history_.record(action, static_cast<c10::DeviceIndex>(b.device),
+                          reinterpret_cast<std::uintptr_t>(p), b.size, b.stream, id, ctx);
+      } catch (...) {  // LCOV_EXCL_LINE: a free never throws; its history entry is lost
+      }
     }
     if (b.pool != nullptr) {
       (void)sp_pool_deallocate_native(b.pool->pool, p, b.stream);
@@ -560,8 +572,15 @@ class allocator final : public cca::CUDAAllocator {
       b.size = size;
     }
     blocks_.insert(p, b);
-    const std::lock_guard lock(st.mu);
-    count(st.stats, b, /*out=*/true);
+    {
+      const std::lock_guard lock(st.mu);
+      count(st.stats, b, /*out=*/true);
+    }
+    if (history_.on()) [[unlikely]] {
+      history_.record(history::entry::ALLOC, device, reinterpret_cast<std::uintptr_t>(p), b.size,
+                      stream, pp != nullptr ? pp->id : c10::MempoolId_t{0, 0},
+                      history_.context_for(history::entry::ALLOC));
+    }
     return p;
   }
 
@@ -579,12 +598,16 @@ class allocator final : public cca::CUDAAllocator {
       observers = oom_observers_;
     }
     for (const auto& o : observers) o(device, n, total, free);
+    if (history_.on()) {
+      history_.record(history::entry::OOM, device, free, n, nullptr, {0, 0}, nullptr);
+    }
     TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (streampool). Tried to allocate ",
                      n, " bytes on device ", static_cast<int>(device), ": ", what);
   }
 
   std::atomic<int> device_count_{0};
   std::array<state, max_devices> states_;
+  history history_;
   graph_pools graphs_{[](c10::DeviceIndex d) { return device_handle(d); }};
   block_map blocks_;
   std::mutex observers_mu_;

@@ -517,17 +517,60 @@ TEST_F(NativeAllocator, PrivatePoolsTakeWhatTheirFilterRoutesAndKeepIt) {
   ASSERT_EQ(sp_pool_trim(plugin().pool, &released), STREAMPOOL_STATUS_SUCCESS);
 }
 
+// _record_memory_history: allocations and frees (requested and completed at once) in order,
+// with block addresses and sizes, in a ring of the newest entries, skipping what is asked;
+// off, nothing is recorded and the ring is empty.
+TEST_F(NativeAllocator, HistoryRecordsAllocationsAndFreesInPyTorchsForm) {
+  using Entry = c10::CachingDeviceAllocator::TraceEntry;
+  using c10::CachingDeviceAllocator::RecordContext;
+  cca::CUDAAllocator& a = installed();
+  EXPECT_FALSE(a.isHistoryEnabled());
+  a.recordHistory(true, nullptr, 100, RecordContext::ALL, false, {});
+  EXPECT_TRUE(a.isHistoryEnabled());
+  void* p = alloc(5000, plugin().a);
+  const std::size_t p_size = block_size(p);
+  void* q = alloc(3 * mib, plugin().b);
+  a.raw_delete(p);
+  const auto traces = a.snapshot().device_traces;
+  ASSERT_GE(traces.size(), 1u);
+  const auto& t = traces[0];
+  ASSERT_EQ(t.size(), 5u);  // alloc, alloc, free_requested, free_completed, snapshot
+  EXPECT_EQ(t[0].action_, Entry::ALLOC);
+  EXPECT_EQ(t[0].addr_, reinterpret_cast<std::uintptr_t>(p));
+  EXPECT_EQ(t[0].size_, p_size);
+  EXPECT_EQ(t[0].stream_, plugin().a);
+  EXPECT_EQ(t[1].action_, Entry::ALLOC);
+  EXPECT_EQ(t[1].addr_, reinterpret_cast<std::uintptr_t>(q));
+  EXPECT_EQ(t[1].size_, block_size(q));
+  EXPECT_EQ(t[2].action_, Entry::FREE_REQUESTED);
+  EXPECT_EQ(t[3].action_, Entry::FREE_COMPLETED);
+  EXPECT_EQ(t[3].addr_, reinterpret_cast<std::uintptr_t>(p));
+  EXPECT_EQ(t[4].action_, Entry::SNAPSHOT);
+  EXPECT_LE(t[0].time_.t_, t[3].time_.t_);
+  EXPECT_GT(t[0].time_.t_, 1'700'000'000'000'000);  // microseconds since the epoch: after 2023
+  // A ring of 2 keeps the newest two; skipped actions are not recorded.
+  a.recordHistory(true, nullptr, 2, RecordContext::ALL, true, {"free_requested"});
+  for (int i = 0; i < 3; ++i) a.raw_delete(alloc(100, plugin().a));
+  const auto ring = a.snapshot({0, 0}, true).device_traces[0];
+  ASSERT_EQ(ring.size(), 2u);
+  EXPECT_EQ(ring[0].action_, Entry::FREE_COMPLETED);
+  EXPECT_EQ(ring[1].action_, Entry::SNAPSHOT);
+  EXPECT_NE(error_of([&] { a.recordHistory(true, nullptr, 2, RecordContext::ALL, false, {"nap"}); })
+                .find("'nap' is not one of PyTorch's"),
+            std::string::npos);
+  a.recordHistory(false, nullptr, 0, RecordContext::NEVER, false, {});
+  EXPECT_FALSE(a.isHistoryEnabled());
+  a.raw_delete(alloc(100, plugin().a));
+  EXPECT_TRUE(a.snapshot().device_traces[0].empty());
+  a.raw_delete(q);
+}
+
 TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
   cca::CUDAAllocator& a = installed();
   const c10::MempoolId_t pool{0, 1};
   const std::pair<const char*, std::function<void()>> calls[] = {
       {"sharing tensors with IPC", [&] { (void)a.shareIpcHandle(nullptr); }},
       {"sharing tensors with IPC", [&] { (void)a.getIpcDevPtr("handle"); }},
-      {"_record_memory_history",
-       [&] {
-         a.recordHistory(true, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::ALL, false,
-                         {});
-       }},
       {"allocator trace trackers", [&] { a.attachAllocatorTraceTracker(nullptr); }},
       {"CUDA graph trees (checkpointing)", [&] { (void)a.getCheckpointState(0, pool); }},
       {"CUDA graph trees (checkpointing)", [&] { (void)a.setCheckpointPoolState(0, nullptr); }},
@@ -541,11 +584,6 @@ TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
     EXPECT_NE(said.find(what), std::string::npos) << what << ": " << said;
     EXPECT_NE(said.find("streampool"), std::string::npos) << what << ": " << said;
   }
-  // Turning history off, and caching on, ask for what is already so.
-  EXPECT_EQ(error_of([&] {
-              a.recordHistory(false, nullptr, 0, c10::CachingDeviceAllocator::RecordContext::NEVER,
-                              false, {});
-            }),
-            "");
+  // Turning caching on asks for what is already so.
   EXPECT_EQ(error_of([&] { a.enable(true); }), "");
 }
