@@ -57,4 +57,15 @@ from torch.cuda import _memory_viz
 html = _memory_viz.segment_plot(snap)
 assert len(html) > 1000
 print(_memory_viz.segsum(snap)[:600])
+# _record_memory_history: the trace of a few allocations, drawn by _memory_viz.trace_plot.
+torch.cuda.memory._record_memory_history(max_entries=1000)
+t = [torch.empty(n, device="cuda") for n in (100, 1 << 20, 7 << 20)]
+del t
+snap = torch.cuda.memory._snapshot()
+actions = [e["action"] for e in snap["device_traces"][torch.cuda.current_device()]]
+assert actions.count("alloc") >= 3 and actions.count("free_completed") >= 3, actions
+frames = [e for e in snap["device_traces"][torch.cuda.current_device()] if e.get("frames")]
+print("history:", len(actions), "entries,", len(frames), "with Python frames")
+assert len(_memory_viz.trace_plot(snap)) > 1000
+torch.cuda.memory._record_memory_history(enabled=None)
 print("gpu smoke ok", torch.cuda.memory_stats()["allocated_bytes.all.peak"])
