@@ -24,11 +24,7 @@ const std::vector<std::size_t> sizes = {4 * KiB, 64 * KiB, MiB, 3 * MiB, 24 * Mi
 /// (virtual memory, share_between_streams)
 class Capture : public ::testing::TestWithParam<std::tuple<bool, bool>> {
  protected:
-  Capture()
-      : d_(sp::make_host_backend(host())),
-        p_(d_, options()),
-        a_(d_),
-        b_(d_) {}
+  Capture() : d_(sp::make_host_backend(host())), p_(d_, options()), a_(d_), b_(d_) {}
 
   static sp::host_options host() {
     sp::host_options o;

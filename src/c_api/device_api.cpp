@@ -174,11 +174,13 @@ sp_status_t sp_device_backend_name(sp_device_t device, const char** name) {
 }
 
 sp_status_t sp_device_begin_capture(sp_device_t device) {
-  return guarded([&] { device_of(device, "sp_device_begin_capture")->dev.get_backend().begin_capture(); });
+  return guarded(
+      [&] { device_of(device, "sp_device_begin_capture")->dev.get_backend().begin_capture(); });
 }
 
 sp_status_t sp_device_end_capture(sp_device_t device) {
-  return guarded([&] { device_of(device, "sp_device_end_capture")->dev.get_backend().end_capture(); });
+  return guarded(
+      [&] { device_of(device, "sp_device_end_capture")->dev.get_backend().end_capture(); });
 }
 
 sp_status_t sp_device_violation_count(sp_device_t device, size_t* count) {

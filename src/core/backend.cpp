@@ -154,8 +154,8 @@ void backend::begin_capture() noexcept { captures_.fetch_add(1, std::memory_orde
 void backend::end_capture() {
   int n = captures_.load(std::memory_order_acquire);
   do {
-    STREAMPOOL_EXPECTS(n > 0, detail::format("%s: end_capture with no stream capture under way",
-                                             name_.c_str()));
+    STREAMPOOL_EXPECTS(
+        n > 0, detail::format("%s: end_capture with no stream capture under way", name_.c_str()));
   } while (!captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel));
 }
 
@@ -178,9 +178,9 @@ void* backend::allocate(std::size_t bytes) {
 void backend::deallocate(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
-  STREAMPOOL_BACKEND_ASSERT(!capturing(),
-                            detail::format("%s: deallocate while a stream capture is under way",
-                                           name_.c_str()));
+  STREAMPOOL_BACKEND_ASSERT(
+      !capturing(),
+      detail::format("%s: deallocate while a stream capture is under way", name_.c_str()));
   STREAMPOOL_BACKEND_ASSERT(
       p != nullptr && aligned(p, caps_.granularity) && positive_multiple(bytes, caps_.granularity),
       detail::format("%s: deallocate of %zu bytes at %s: needs a non-null address and a size "
@@ -284,9 +284,9 @@ void* backend::reserve(std::size_t bytes) {
 void backend::unreserve(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
-  STREAMPOOL_BACKEND_ASSERT(!capturing(),
-                            detail::format("%s: unreserve while a stream capture is under way",
-                                           name_.c_str()));
+  STREAMPOOL_BACKEND_ASSERT(
+      !capturing(),
+      detail::format("%s: unreserve while a stream capture is under way", name_.c_str()));
   assert_granule_range(name_, caps_, "unreserve", p, bytes);
   do_unreserve(p, bytes);
 }
@@ -302,9 +302,9 @@ native_physical backend::create_physical() {
 void backend::release_physical(native_physical h) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
-  STREAMPOOL_BACKEND_ASSERT(!capturing(),
-                            detail::format("%s: release_physical while a stream capture is under way",
-                                           name_.c_str()));
+  STREAMPOOL_BACKEND_ASSERT(
+      !capturing(),
+      detail::format("%s: release_physical while a stream capture is under way", name_.c_str()));
   STREAMPOOL_BACKEND_ASSERT(
       caps_.virtual_memory && h != nullptr,
       detail::format("%s: release_physical of handle %s: needs virtual memory (%s) and a "
@@ -335,9 +335,8 @@ bool backend::map(void* p, std::span<const native_physical> handles) {
 void backend::unmap(void* p, std::size_t bytes) noexcept {
   if (!usable_in_this_process()) [[unlikely]]
     return;  // the parent's: left to it
-  STREAMPOOL_BACKEND_ASSERT(!capturing(),
-                            detail::format("%s: unmap while a stream capture is under way",
-                                           name_.c_str()));
+  STREAMPOOL_BACKEND_ASSERT(
+      !capturing(), detail::format("%s: unmap while a stream capture is under way", name_.c_str()));
   assert_granule_range(name_, caps_, "unmap", p, bytes);
   do_unmap(p, bytes);
 }

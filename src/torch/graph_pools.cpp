@@ -53,7 +53,7 @@ private_pool* graph_pools::make_or_incref_locked(c10::DeviceIndex device, c10::M
   p->use_count = 1;
   sp_pool_options_t o;
   sp_pool_options_init(&o);
-  o.keep_memory = 1;  // replays write freed blocks too: nothing goes back or moves
+  o.keep_memory = 1;     // replays write freed blocks too: nothing goes back or moves
   o.virtual_memory = 0;  // whole driver allocations: what CUDA allows during a capture
   o.large_cache_bytes = 0;
   const sp_status_t st = sp_pool_create(device_of_(device), &o, &p->pool);
@@ -70,8 +70,10 @@ void graph_pools::begin(c10::DeviceIndex device, c10::MempoolId_t id,
                         std::function<bool(cudaStream_t)> filter) {
   const std::lock_guard lock(mu_);
   for (const routing_entry& r : routings_list_) {
-    TORCH_CHECK(!(r.device == device && r.id == id), "beginAllocateToPool: already recording to "
-                "mempool_id ", name(id), " (streampool)");
+    TORCH_CHECK(!(r.device == device && r.id == id),
+                "beginAllocateToPool: already recording to "
+                "mempool_id ",
+                name(id), " (streampool)");
   }
   private_pool* p = make_or_incref_locked(device, id);
   // The device's pools stop asking about completion before the capture begins (PyTorch begins
@@ -85,9 +87,8 @@ void graph_pools::begin(c10::DeviceIndex device, c10::MempoolId_t id,
 
 void graph_pools::end(c10::DeviceIndex device, c10::MempoolId_t id) {
   const std::lock_guard lock(mu_);
-  const auto it = std::find_if(routings_list_.begin(), routings_list_.end(), [&](const auto& r) {
-    return r.device == device && r.id == id;
-  });
+  const auto it = std::find_if(routings_list_.begin(), routings_list_.end(),
+                               [&](const auto& r) { return r.device == device && r.id == id; });
   TORCH_CHECK(it != routings_list_.end(), "endAllocatePool: not currently recording to mempool_id ",
               name(id), " (streampool)");
   routings_list_.erase(it);

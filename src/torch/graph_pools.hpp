@@ -3,12 +3,15 @@
 // Glossary
 //   private pool  the memory of one PyTorch pool id (MempoolId_t): a streampool pool of its own on
 //                 the device, so that no allocation outside it can be handed memory that a graph's
-//                 replay writes. Made with keep_memory (pool.hpp): replays write the blocks a capture
-//                 freed too, so nothing goes back to the device or moves while a graph may replay.
-//   routing       beginAllocateToPool(device, id, filter) .. endAllocateToPool(device, id): while it
+//                 replay writes. Made with keep_memory (pool.hpp): replays write the blocks a
+//                 capture freed too, so nothing goes back to the device or moves while a graph may
+//                 replay.
+//   routing       beginAllocateToPool(device, id, filter) .. endAllocateToPool(device, id): while
+//   it
 //                 lasts, a request whose stream the filter takes (a capture's streams; for
 //                 use_mem_pool, the calling thread) goes to that private pool; the newest first.
-//   use count     PyTorch's: +1 at each begin (made at 1) and createOrIncrefPool, -1 at releasePool.
+//   use count     PyTorch's: +1 at each begin (made at 1) and createOrIncrefPool, -1 at
+//   releasePool.
 //                 At 0 the pool is freeable: empty_cache gives its free memory back, and once
 //                 nothing of it is live, the pool goes.
 //
@@ -65,7 +68,8 @@ class graph_pools {
   /// A block of `p` was freed (or its allocation failed after route()).
   void freed(private_pool* p);
 
-  void begin(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(cudaStream_t)> filter);
+  void begin(c10::DeviceIndex device, c10::MempoolId_t id,
+             std::function<bool(cudaStream_t)> filter);
   void end(c10::DeviceIndex device, c10::MempoolId_t id);
   void release(c10::DeviceIndex device, c10::MempoolId_t id);
   void create_or_incref(c10::DeviceIndex device, c10::MempoolId_t id);
@@ -76,7 +80,7 @@ class graph_pools {
   /// The private pools of `device` (the pool id {0, 0}: all of them), for statistics and
   /// snapshots. The pools stay valid until the next empty_cache.
   [[nodiscard]] std::vector<std::pair<c10::MempoolId_t, sp_pool_t>> pools(c10::DeviceIndex device,
-                                                                         c10::MempoolId_t id);
+                                                                          c10::MempoolId_t id);
   /// The private pool of (device, id), or null.
   [[nodiscard]] private_pool* find(c10::DeviceIndex device, c10::MempoolId_t id);
 

@@ -38,8 +38,8 @@ void history::configure(bool enabled, c10::CachingDeviceAllocator::CreateContext
   for (const std::string& name : skip_actions) {
     const auto it = std::find_if(action_names.begin(), action_names.end(),
                                  [&](const auto& a) { return a.first == name; });
-    TORCH_CHECK(it != action_names.end(), "streampool: _record_memory_history: skip action '",
-                name, "' is not one of PyTorch's (alloc, free_requested, free_completed, "
+    TORCH_CHECK(it != action_names.end(), "streampool: _record_memory_history: skip action '", name,
+                "' is not one of PyTorch's (alloc, free_requested, free_completed, "
                 "segment_alloc, segment_free, segment_map, segment_unmap, snapshot, oom)");
     skipped[static_cast<std::size_t>(it->second)] = true;
   }
@@ -63,8 +63,8 @@ history::context history::context_for(entry::Action action) const {
     recorder = recorder_;
     when = when_;
   }
-  const bool wanted = action == Action::ALLOC ? when >= RecordContext::ALLOC
-                                              : when >= RecordContext::ALL;
+  const bool wanted =
+      action == Action::ALLOC ? when >= RecordContext::ALLOC : when >= RecordContext::ALL;
   return wanted && recorder != nullptr ? recorder() : nullptr;
 }
 

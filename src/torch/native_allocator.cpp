@@ -27,9 +27,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "streampool.h"
 #include "graph_pools.hpp"
 #include "history.hpp"
+#include "streampool.h"
 #include "torch_snapshot.hpp"
 
 namespace streampool::torch_native {
@@ -415,8 +415,8 @@ class allocator final : public cca::CUDAAllocator {
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t id,
                                 const std::unordered_set<void*>& expected) override {
     private_pool* pool = graphs_.find(device, id);
-    TORCH_CHECK(pool != nullptr, "streampool: checkPoolLiveAllocations: no memory pool (",
-                id.first, ", ", id.second, ") on device ", static_cast<int>(device));
+    TORCH_CHECK(pool != nullptr, "streampool: checkPoolLiveAllocations: no memory pool (", id.first,
+                ", ", id.second, ") on device ", static_cast<int>(device));
     std::size_t live = 0;
     bool all_expected = true;
     blocks_.for_each([&](void* p, const block& b) {

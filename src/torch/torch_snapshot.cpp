@@ -72,7 +72,8 @@ struct builder {
     }
     if (b.state == SP_BLOCK_LIVE && r.kind == SP_RANGE_SLAB) {
       // A run of live chunks: one block each, as PyTorch hands out one block per request.
-      for (std::size_t c = 0; c < b.chunks; ++c) add_live(b.address + c * r.chunk_bytes, r.chunk_bytes);
+      for (std::size_t c = 0; c < b.chunks; ++c)
+        add_live(b.address + c * r.chunk_bytes, r.chunk_bytes);
     } else if (b.state == SP_BLOCK_LIVE) {
       add_live(b.address, b.size);
     } else {

@@ -182,7 +182,8 @@ static int walk_counter(const sp_snapshot_range_t* range, size_t index,
   ++t->blocks;
   if (block->state == SP_BLOCK_LIVE) {
     t->live_bytes += block->size;
-    if (range->kind == SP_RANGE_SLAB && range->chunk_bytes == 4096) t->live_chunks_4k += block->chunks;
+    if (range->kind == SP_RANGE_SLAB && range->chunk_bytes == 4096)
+      t->live_chunks_4k += block->chunks;
   }
   return t->stop_after != 0 && t->blocks == t->stop_after;
 }

@@ -122,8 +122,8 @@ static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   return buf;
 }
 
-static const char* five_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3,
-                                   size_t v4, size_t v5) {
+static const char* five_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3, size_t v4,
+                                   size_t v5) {
   snprintf(buf, n,
            "%zu (version 1), %zu (version 2), %zu (version 3), %zu (version 4), %zu (version 5)",
            v1, v2, v3, v4, v5);

@@ -401,9 +401,9 @@ TEST_F(NativeAllocator, SnapshotSegmentsTileAndAgreeWithTheStatistics) {
     std::size_t bytes;
     cudaStream_t stream;
   };
-  const request requests[] = {{100, plugin().a},     {4000, plugin().a},  {4000, plugin().b},
-                              {300000, plugin().a},  {3 * mib + 5, plugin().b},
-                              {40 * mib, plugin().a}};
+  const request requests[] = {{100, plugin().a},         {4000, plugin().a},
+                              {4000, plugin().b},        {300000, plugin().a},
+                              {3 * mib + 5, plugin().b}, {40 * mib, plugin().a}};
   std::vector<std::pair<void*, request>> live;
   for (const request& r : requests) live.emplace_back(alloc(r.bytes, r.stream), r);
   void* gone = alloc(2 * mib, plugin().a);  // freed: its memory shows as inactive
@@ -421,8 +421,9 @@ TEST_F(NativeAllocator, SnapshotSegmentsTileAndAgreeWithTheStatistics) {
     for (const auto& b : seg.blocks) {
       ASSERT_GT(b.size, 0u);
       if (b.allocated) {
-        const auto it = std::find_if(live.begin(), live.end(),
-                                     [&](const auto& l) { return l.first == reinterpret_cast<void*>(at); });
+        const auto it = std::find_if(live.begin(), live.end(), [&](const auto& l) {
+          return l.first == reinterpret_cast<void*>(at);
+        });
         ASSERT_NE(it, live.end()) << "an allocated block at " << at << " that is not live";
         EXPECT_EQ(b.requested_size, it->second.bytes);
         EXPECT_EQ(b.size, block_size(it->first));
@@ -555,8 +556,9 @@ TEST_F(NativeAllocator, HistoryRecordsAllocationsAndFreesInPyTorchsForm) {
   ASSERT_EQ(ring.size(), 2u);
   EXPECT_EQ(ring[0].action_, Entry::FREE_COMPLETED);
   EXPECT_EQ(ring[1].action_, Entry::SNAPSHOT);
-  EXPECT_NE(error_of([&] { a.recordHistory(true, nullptr, 2, RecordContext::ALL, false, {"nap"}); })
-                .find("'nap' is not one of PyTorch's"),
+  EXPECT_NE(error_of([&] {
+              a.recordHistory(true, nullptr, 2, RecordContext::ALL, false, {"nap"});
+            }).find("'nap' is not one of PyTorch's"),
             std::string::npos);
   a.recordHistory(false, nullptr, 0, RecordContext::NEVER, false, {});
   EXPECT_FALSE(a.isHistoryEnabled());
@@ -576,7 +578,9 @@ TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
       {"CUDA graph trees (checkpointing)", [&] { (void)a.setCheckpointPoolState(0, nullptr); }},
       {"getBaseAllocation", [&] { (void)a.getBaseAllocation(nullptr, nullptr); }},
       {"a MemPool with an allocator of its own",
-       [&] { a.createOrIncrefPool(0, pool, std::shared_ptr<cca::CUDAAllocator>(&a, [](auto*) {})); }},
+       [&] {
+         a.createOrIncrefPool(0, pool, std::shared_ptr<cca::CUDAAllocator>(&a, [](auto*) {}));
+       }},
       {"caching_allocator_enable(False)", [&] { a.enable(false); }},
   };
   for (const auto& [what, call] : calls) {
