@@ -23,10 +23,11 @@ std::string name(c10::MempoolId_t id) {
 private_pool* graph_pools::route(c10::DeviceIndex device, cudaStream_t stream) {
   const std::lock_guard lock(mu_);
   // The newest routing first, as PyTorch's allocator tests them.
-  for (auto it = routings_list_.rbegin(); it != routings_list_.rend(); ++it) {
-    if (it->device == device && it->filter(stream)) {
-      ++it->pool->live;
-      return it->pool;
+  for (std::size_t i = routings_list_.size(); i-- > 0;) {
+    routing_entry& r = routings_list_[i];
+    if (r.device == device && r.filter(stream)) {
+      ++r.pool->live;
+      return r.pool;
     }
   }
   return nullptr;

@@ -13,20 +13,20 @@
 namespace streampool::torch_native {
 namespace {
 
-using Action = c10::CachingDeviceAllocator::TraceEntry::Action;
+using trace_action = c10::CachingDeviceAllocator::TraceEntry::Action;
 using c10::CachingDeviceAllocator::RecordContext;
 
 /// PyTorch's names of the actions (skip_actions, and the snapshot's "action" field).
-constexpr std::array<std::pair<std::string_view, Action>, 9> action_names{{
-    {"alloc", Action::ALLOC},
-    {"free_requested", Action::FREE_REQUESTED},
-    {"free_completed", Action::FREE_COMPLETED},
-    {"segment_alloc", Action::SEGMENT_ALLOC},
-    {"segment_free", Action::SEGMENT_FREE},
-    {"segment_map", Action::SEGMENT_MAP},
-    {"segment_unmap", Action::SEGMENT_UNMAP},
-    {"snapshot", Action::SNAPSHOT},
-    {"oom", Action::OOM},
+constexpr std::array<std::pair<std::string_view, trace_action>, 9> action_names{{
+    {"alloc", trace_action::ALLOC},
+    {"free_requested", trace_action::FREE_REQUESTED},
+    {"free_completed", trace_action::FREE_COMPLETED},
+    {"segment_alloc", trace_action::SEGMENT_ALLOC},
+    {"segment_free", trace_action::SEGMENT_FREE},
+    {"segment_map", trace_action::SEGMENT_MAP},
+    {"segment_unmap", trace_action::SEGMENT_UNMAP},
+    {"snapshot", trace_action::SNAPSHOT},
+    {"oom", trace_action::OOM},
 }};
 
 }  // namespace
@@ -64,7 +64,7 @@ history::context history::context_for(entry::Action action) const {
     when = when_;
   }
   const bool wanted =
-      action == Action::ALLOC ? when >= RecordContext::ALLOC : when >= RecordContext::ALL;
+      action == trace_action::ALLOC ? when >= RecordContext::ALLOC : when >= RecordContext::ALL;
   return wanted && recorder != nullptr ? recorder() : nullptr;
 }
 
@@ -90,7 +90,7 @@ std::vector<std::vector<history::entry>> history::traces(int devices) {
   for (std::size_t i = 0; i < ring_.size(); ++i) {
     entry e = ring_[(next_ + i) % ring_.size()];
     e.time_.t_ = to_ns(e.time_.approx_t_) / 1000;
-    const auto d = static_cast<std::size_t>(e.device_);
+    const auto d = static_cast<std::size_t>(static_cast<unsigned char>(e.device_));
     if (d < out.size()) out[d].push_back(std::move(e));
   }
   return out;

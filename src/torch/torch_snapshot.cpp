@@ -38,7 +38,9 @@ struct builder {
   }
   void add_live(std::uintptr_t address, std::size_t size) {
     live_block_info info;
-    if (!lookup(reinterpret_cast<const void*>(address), info)) info.requested = size;
+    // An address the pool reported: a block it handed out, so a pointer again.
+    const void* p = reinterpret_cast<const void*>(address);  // NOLINT(performance-no-int-to-ptr)
+    if (!lookup(p, info)) info.requested = size;
     BlockInfo b;
     b.size = size;
     b.requested_size = info.requested;
