@@ -116,9 +116,14 @@ def report(workload, runs):
         rounds = ", ".join(f"{statistics.median(r['step_ms']):.2f}" for r in rs)
         mn = min(t for r in rs for t in r["step_ms"])
         check = "n/a"
-        if native and a != "native":
+        if "tokens" in rs[0]:  # generation: tokens against native's, and against eager's
+            same = all(r["tokens"] == native[0]["tokens"] for r in rs) if native else None
+            eager = all(r.get("eager_tokens_match") for r in rs)
+            check = (f"tokens: {'native' + chr(39) + 's' if same else 'DIFFER from native'}, "
+                     f"{'eager' + chr(39) + 's' if eager else 'NOT eager' + chr(39) + 's'}")
+        elif native and a != "native":
             ref = native[0]["losses"]
-            if workload == "resnet50":
+            if workload.startswith("resnet50"):
                 check = ("bit-identical" if all(r["losses"] == ref for r in rs) else
                          f"DIFFER (max abs d {max(abs(x - y) for r in rs for x, y in zip(r['losses'], ref)):.3g})")
             else:
@@ -181,6 +186,22 @@ def main():
         json.dump(runs, f)
     for w, rs in runs.items():
         print(report(w, rs))
+    print(graph_against_eager(runs))
+
+
+def graph_against_eager(runs):
+    """The captured ResNet-50 step's losses against eager ResNet-50's, allocator by allocator:
+    replaying a captured step must compute what running it does, bit for bit."""
+    lines = []
+    for a in ALLOCATORS:
+        graph = [r for r in runs.get("resnet50-graph", []) if r and r["allocator"] == a]
+        eager = [r for r in runs.get("resnet50", []) if r and r["allocator"] == a]
+        if graph and eager:
+            n = min(len(graph[0]["losses"]), len(eager[0]["losses"]))
+            same = all(r["losses"][:n] == eager[0]["losses"][:n] for r in graph)
+            lines.append(f"resnet50-graph vs resnet50, {NAMES[a]}: first {n} losses "
+                         f"{'bit-identical' if same else 'DIFFER'}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,15 @@ Workloads (issue 7):
   server    multi-stream inference: 4 worker threads, each with its own stream and its own GPT-2
             (bf16, eval, no_grad); a loader thread on a fifth stream uploads pinned batches and
             calls record_stream for the worker that consumes them. One step = one batch.
+  resnet50-graph  resnet50's training step captured whole in one CUDA graph (torch.cuda.graph:
+            forward, backward, optimizer; its memory from the graph's private pool) after 3 eager
+            warm-up steps on a side stream, then replayed with each batch copied in. Same batches
+            and order as resnet50, so its losses can be compared with resnet50's bit for bit.
+  gpt2-compile    GPT-2 small greedy generation (fp32, eval, random init) of 32 tokens from a
+            4x32 prompt, the model's next-token logits under torch.compile(mode="reduce-overhead",
+            dynamic=True): CUDA graph trees record one graph per sequence length in one private
+            pool and replay them. One step = one generation; the tokens are compared with eager's
+            (the same loop, uncompiled, in the same process).
 Writes one JSON object: step times, peak reserved, upstream calls and host waits per step (where
 the allocator can say), losses or output tokens.
 """
@@ -35,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def parse():
     ap = argparse.ArgumentParser()
     ap.add_argument("--allocator", required=True, choices=["native", "async", "expandable", "streampool", "floor"])
-    ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server"])
+    ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server", "resnet50-graph", "gpt2-compile"])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--json", required=True)
@@ -221,6 +230,89 @@ def resnet50():
     return train(opt, batches, loss_of)
 
 
+def resnet50_graph():
+    import torch.nn.functional as F
+    import torchvision
+
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(64, 3, 224, 224, generator=g), torch.randint(0, 1000, (64,), generator=g))
+               for _ in range(2)]
+    static_x = torch.empty(64, 3, 224, 224, device="cuda")
+    static_y = torch.empty(64, dtype=torch.long, device="cuda")
+    eager_steps = 3
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    state = {}
+    losses = []
+
+    def whole_step():
+        # cache_enabled=False: autocast's weight cache would hold tensors from the capture.
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+            loss = F.cross_entropy(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def step(i):
+        x, y = batches[i % len(batches)]
+        static_x.copy_(x, non_blocking=True)
+        static_y.copy_(y, non_blocking=True)
+        if i < eager_steps:  # PyTorch's recipe: warm up on a side stream before capturing
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                opt.zero_grad(set_to_none=True)
+                loss = whole_step()
+            torch.cuda.current_stream().wait_stream(side)
+        else:
+            if i == eager_steps:
+                opt.zero_grad(set_to_none=True)  # the capture allocates the gradients itself
+                with torch.cuda.graph(graph):
+                    state["loss"] = whole_step()
+            graph.replay()
+            loss = state["loss"]
+        losses.append(loss.item())
+
+    times, per_step = timed_steps(step, max(ARGS.warmup, eager_steps + 1), ARGS.steps)
+    return times, per_step, {"losses": losses}
+
+
+def gpt2_compile():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).cuda().eval()
+
+    def next_logits(ids):
+        return model(ids).logits[:, -1, :]
+
+    compiled = torch.compile(next_logits, mode="reduce-overhead", dynamic=True)
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, 50257, (4, 32), generator=g).cuda()
+    outputs = []
+
+    def generate(fn):
+        ids = prompt
+        with torch.no_grad():
+            for _ in range(32):
+                ids = torch.cat([ids, fn(ids).argmax(-1, keepdim=True)], 1)
+        return ids[:, prompt.shape[1]:].tolist()
+
+    def step(_):
+        outputs.append(generate(compiled))
+
+    # Warm-up: the first generation warms each length up, the second records its graph.
+    times, per_step = timed_steps(step, max(ARGS.warmup, 3), ARGS.steps)
+    eager = generate(next_logits)
+    return times, per_step, {"tokens": outputs[-1],
+                             "graphs_agree": all(o == outputs[0] for o in outputs),
+                             "eager_tokens_match": outputs[-1] == eager}
+
+
 def server():
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -329,7 +421,8 @@ def server():
 
 def main():
     t0 = time.time()
-    fn = {"gpt2": gpt2, "resnet50": resnet50, "server": server}[ARGS.workload]
+    fn = {"gpt2": gpt2, "resnet50": resnet50, "server": server, "resnet50-graph": resnet50_graph,
+          "gpt2-compile": gpt2_compile}[ARGS.workload]
     times, per_step, extra = fn()
     torch.cuda.synchronize()
     free, total = torch.cuda.mem_get_info()

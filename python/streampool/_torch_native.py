@@ -23,8 +23,10 @@ from . import _capi
 
 # The sources of the native allocator, in the package (a wheel's copy, CMake's SKBUILD install)
 # or in this repository's tree when the package is run from python/.
-_SOURCES = ("native_allocator.cpp", "graph_pools.cpp", "history.cpp", "torch_snapshot.cpp")
-_HEADERS = ("native_allocator.hpp", "graph_pools.hpp", "history.hpp", "torch_snapshot.hpp")
+_SOURCES = ("native_allocator.cpp", "graph_arena.cpp", "graph_pools.cpp", "history.cpp",
+            "torch_snapshot.cpp")
+_HEADERS = ("native_allocator.hpp", "graph_arena.hpp", "graph_pools.hpp", "history.hpp",
+            "torch_snapshot.hpp")
 
 
 class Unavailable(Exception):
@@ -68,10 +70,19 @@ def _cuda_dirs(torch_dir: str) -> List[str]:
     return out
 
 
+# A toolchain that links its C++ runtime statically (GCC under /opt on some GPU machines) would
+# export that copy's std::ostream and locale symbols from the extension; torch's process already
+# has the system's libstdc++, and calls that bind half to one copy and half to the other crash
+# (seen on an out-of-memory message). --exclude-libs keeps a static runtime's symbols private.
+_CFLAGS = ["-std=c++20", "-O2", "-fvisibility=hidden"]
+_LDFLAGS = ["-Wl,--exclude-libs,ALL"]
+
+
 def _key(torch, files) -> str:
-    """What the build depends on: torch's version and CUDA, this library, the sources' bytes."""
+    """What the build depends on: torch's version and CUDA, this library, the flags, the sources'
+    bytes."""
     h = hashlib.sha256()
-    h.update(f"{torch.__version__} {torch.version.cuda}".encode())
+    h.update(f"{torch.__version__} {torch.version.cuda} {_CFLAGS} {_LDFLAGS}".encode())
     h.update(_library_path().encode())
     for path in files:
         with open(path, "rb") as f:
@@ -129,11 +140,11 @@ def library(verbose: bool = False) -> str:
     try:
         path = cpp_extension.load(
             name=name, sources=sources, build_directory=build, verbose=verbose,
-            extra_cflags=["-std=c++20", "-O2", "-fvisibility=hidden"],
+            extra_cflags=_CFLAGS,
             extra_include_paths=[src, inc, gen] + [os.path.join(h, "include") for h in cuda],
             extra_ldflags=[lib, f"-Wl,-rpath,{os.path.dirname(lib)}",
                            f"-L{os.path.join(torch_dir, 'lib')}", "-lc10_cuda"]
-            + cudart + ["-lcudart"],
+            + cudart + ["-lcudart"] + _LDFLAGS,
             with_cuda=False, is_python_module=False)
     except Exception as e:  # the compiler's or ninja's message, as cpp_extension raised it
         raise Unavailable(f"building it in {build} failed: {e}") from e

@@ -33,6 +33,11 @@ private_pool* graph_pools::route(c10::DeviceIndex device, cudaStream_t stream) {
   return nullptr;
 }
 
+void graph_pools::set_live(private_pool* p, std::size_t live) {
+  const std::lock_guard lock(mu_);
+  p->live = live;
+}
+
 void graph_pools::freed(private_pool* p) {
   const std::lock_guard lock(mu_);
   TORCH_INTERNAL_ASSERT(p->live > 0);
@@ -63,6 +68,7 @@ private_pool* graph_pools::make_or_incref_locked(c10::DeviceIndex device, c10::M
     TORCH_CHECK(false, "streampool: making memory pool ", name(id), " of device ",
                 static_cast<int>(device), ": ", last_error());
   }
+  p->arena = std::make_unique<graph_arena>(device, p->pool);
   slot = std::move(p);
   return slot.get();
 }
@@ -77,6 +83,9 @@ void graph_pools::begin(c10::DeviceIndex device, c10::MempoolId_t id,
                 name(id), " (streampool)");
   }
   private_pool* p = make_or_incref_locked(device, id);
+  // No capture yet (PyTorch begins it after this call) and none elsewhere: the events of blocks
+  // freed after record_stream may be asked about now, the last time before this routing ends.
+  if (routings_.load() == 0) p->arena->reclaim();
   // The device's pools stop asking about completion before the capture begins (PyTorch begins
   // it after this call): no thread's query can fall inside it.
   const sp_status_t st = sp_device_begin_capture(device_of_(device));
@@ -94,6 +103,13 @@ void graph_pools::end(c10::DeviceIndex device, c10::MempoolId_t id) {
               name(id), " (streampool)");
   routings_list_.erase(it);
   routings_.fetch_sub(1, std::memory_order_acq_rel);
+  // The device's last routing: blocks freed with uses on other streams during it get their events.
+  if (std::none_of(routings_list_.begin(), routings_list_.end(),
+                   [&](const auto& r) { return r.device == device; })) {
+    for (auto& [k, p] : pools_) {
+      if (k.first == device) p->arena->end_of_captures();
+    }
+  }
   const sp_status_t st = sp_device_end_capture(device_of_(device));
   TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: device ", static_cast<int>(device),
               ": ", last_error());
@@ -124,6 +140,7 @@ void graph_pools::empty_cache(c10::MempoolId_t id) {
   for (auto& [k, p] : pools_) {
     if (p->use_count != 0) continue;  // a graph may still replay: its memory stays
     if (id != c10::MempoolId_t{0, 0} && k.second != id) continue;
+    if (p->arena->release_free_segments() == 0) continue;
     std::size_t released = 0;
     (void)sp_pool_trim(p->pool, &released);
   }
@@ -134,6 +151,12 @@ void graph_pools::drop_finished_locked() {
   for (auto it = pools_.begin(); it != pools_.end();) {
     private_pool& p = *it->second;
     if (p.use_count == 0 && p.live == 0) {
+      try {
+        // Waits for the uses of blocks freed after record_stream: the memory goes back next.
+        (void)p.arena->release_free_segments();
+      } catch (const c10::Error&) {  // LCOV_EXCL_LINE: CUDA's error stays for the next call
+      }
+      p.arena.reset();
       (void)sp_pool_destroy(p.pool);  // nothing live: its memory goes back with it
       it = pools_.erase(it);
     } else {
@@ -142,13 +165,12 @@ void graph_pools::drop_finished_locked() {
   }
 }
 
-std::vector<std::pair<c10::MempoolId_t, sp_pool_t>> graph_pools::pools(c10::DeviceIndex device,
-                                                                       c10::MempoolId_t id) {
+std::vector<private_pool*> graph_pools::pools(c10::DeviceIndex device, c10::MempoolId_t id) {
   const std::lock_guard lock(mu_);
-  std::vector<std::pair<c10::MempoolId_t, sp_pool_t>> out;
+  std::vector<private_pool*> out;
   for (const auto& [k, p] : pools_) {
     if (k.first == device && (id == c10::MempoolId_t{0, 0} || k.second == id))
-      out.emplace_back(k.second, p->pool);
+      out.push_back(p.get());
   }
   return out;
 }

@@ -3,9 +3,10 @@
 // Glossary
 //   private pool  the memory of one PyTorch pool id (MempoolId_t): a streampool pool of its own on
 //                 the device, so that no allocation outside it can be handed memory that a graph's
-//                 replay writes. Made with keep_memory (pool.hpp): replays write the blocks a
-//                 capture freed too, so nothing goes back to the device or moves while a graph may
-//                 replay.
+//                 replay writes, split into blocks by its arena (graph_arena.hpp: a layout that
+//                 checkpoints can save and put back). Made with keep_memory (pool.hpp): replays
+//                 write the blocks a capture freed too, so nothing goes back to the device or
+//                 moves while a graph may replay.
 //   routing       beginAllocateToPool(device, id, filter) .. endAllocateToPool(device, id): while
 //   it
 //                 lasts, a request whose stream the filter takes (a capture's streams; for
@@ -39,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph_arena.hpp"
 #include "streampool.h"
 
 namespace streampool::torch_native {
@@ -47,6 +49,7 @@ struct private_pool {
   c10::DeviceIndex device = 0;
   c10::MempoolId_t id{0, 0};
   sp_pool_t pool = nullptr;
+  std::unique_ptr<graph_arena> arena;  ///< the blocks, taken from `pool`
   int use_count = 0;
   std::size_t live = 0;  ///< blocks handed out and not yet freed
 };
@@ -67,6 +70,8 @@ class graph_pools {
   private_pool* route(c10::DeviceIndex device, cudaStream_t stream);
   /// A block of `p` was freed (or its allocation failed after route()).
   void freed(private_pool* p);
+  /// `p` has `live` blocks handed out now (a checkpoint was put back).
+  void set_live(private_pool* p, std::size_t live);
 
   void begin(c10::DeviceIndex device, c10::MempoolId_t id,
              std::function<bool(cudaStream_t)> filter);
@@ -79,8 +84,7 @@ class graph_pools {
   void empty_cache(c10::MempoolId_t id);
   /// The private pools of `device` (the pool id {0, 0}: all of them), for statistics and
   /// snapshots. The pools stay valid until the next empty_cache.
-  [[nodiscard]] std::vector<std::pair<c10::MempoolId_t, sp_pool_t>> pools(c10::DeviceIndex device,
-                                                                          c10::MempoolId_t id);
+  [[nodiscard]] std::vector<private_pool*> pools(c10::DeviceIndex device, c10::MempoolId_t id);
   /// The private pool of (device, id), or null.
   [[nodiscard]] private_pool* find(c10::DeviceIndex device, c10::MempoolId_t id);
 

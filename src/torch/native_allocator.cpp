@@ -249,7 +249,7 @@ class allocator final : public cca::CUDAAllocator {
     if (ptr.get() == nullptr || ptr.get_deleter() != &delete_block) return;
     block b;
     if (blocks_.find(ptr.get(), b) && b.pool != nullptr) {
-      (void)sp_pool_record_use_native(b.pool->pool, ptr.get(), stream.stream());
+      b.pool->arena->record_use(ptr.get(), stream.stream());
       return;
     }
     sp_torch_record_stream(ptr.get(), stream.stream());
@@ -266,10 +266,17 @@ class allocator final : public cca::CUDAAllocator {
     }
     // A private pool's memory is the device's reserved memory too (PyTorch counts its graph
     // pools' segments in reserved_bytes).
-    for (const auto& [id, pool] : graphs_.pools(device, {0, 0})) {
+    graph_arena::counts segments;
+    for (private_pool* pp : graphs_.pools(device, {0, 0})) {
+      const graph_arena::counts c = pp->arena->count();
+      for (std::size_t k = 0; k < 2; ++k) {
+        segments.segments[k] += c.segments[k];
+        segments.inactive_split[k] += c.inactive_split[k];
+        segments.inactive_split_bytes[k] += c.inactive_split_bytes[k];
+      }
       sp_pool_statistics_t gs;
       sp_pool_statistics_init(&gs);
-      if (sp_pool_get_statistics(pool, &gs) != STREAMPOOL_STATUS_SUCCESS) continue;
+      if (sp_pool_get_statistics(pp->pool, &gs) != STREAMPOOL_STATUS_SUCCESS) continue;
       ps.reserved_bytes += gs.reserved_bytes;
       ps.peak_reserved_bytes += gs.peak_reserved_bytes;  // an upper bound of the joint peak
       ps.upstream_allocations += gs.upstream_allocations;
@@ -284,6 +291,27 @@ class allocator final : public cca::CUDAAllocator {
     out.num_device_alloc = static_cast<std::int64_t>(ps.upstream_allocations + ps.upstream_creates);
     out.num_device_free =
         static_cast<std::int64_t>(ps.upstream_deallocations + ps.upstream_releases);
+    // Segments: the private pools' exactly, by kind; the default pool's whole driver allocations
+    // and mapped granules (PyTorch's expandable segments' unit) in the aggregate only, since its
+    // statistics do not split them by kind. Inactive split blocks: the private pools' (the
+    // default pool's free space is its own business: docs/torch.md).
+    const auto all = static_cast<std::size_t>(StatType::AGGREGATE);
+    const std::array<std::size_t, 2> kinds{static_cast<std::size_t>(StatType::SMALL_POOL),
+                                           static_cast<std::size_t>(StatType::LARGE_POOL)};
+    out.segment[all].current =
+        static_cast<std::int64_t>((ps.upstream_allocations - ps.upstream_deallocations) +
+                                  (ps.upstream_creates - ps.upstream_releases));
+    for (std::size_t k = 0; k < 2; ++k) {
+      out.segment[kinds[k]].current = segments.segments[k];
+      out.segment[all].current += segments.segments[k];
+      out.inactive_split[kinds[k]].current = segments.inactive_split[k];
+      out.inactive_split[all].current += segments.inactive_split[k];
+      out.inactive_split_bytes[kinds[k]].current = segments.inactive_split_bytes[k];
+      out.inactive_split_bytes[all].current += segments.inactive_split_bytes[k];
+    }
+    for (auto* a : {&out.segment, &out.inactive_split, &out.inactive_split_bytes}) {
+      for (Stat& x : *a) x.peak = std::max(x.peak, x.current);
+    }
     return out;
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
@@ -378,9 +406,8 @@ class allocator final : public cca::CUDAAllocator {
       if (id == c10::MempoolId_t{0, 0} && pool_made(device)) {
         append_segments(pool_of(d), device, id, lookup, info.segments);
       }
-      for (const auto& [pid, pool] : graphs_.pools(device, id)) {
-        append_segments(pool, device, pid, lookup, info.segments);
-      }
+      for (private_pool* pp : graphs_.pools(device, id))
+        pp->arena->append_segments(pp->id, info.segments);
     }
     if (history_.on()) {
       history_.record(history::entry::SNAPSHOT, 0, 0, 0, nullptr, id, nullptr);
@@ -457,13 +484,55 @@ class allocator final : public cca::CUDAAllocator {
     }
     return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
   }
-  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex,
-                                                          c10::MempoolId_t) override {
-    not_yet("CUDA graph trees (checkpointing)");
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                          c10::MempoolId_t id) override {
+    private_pool* pool = graphs_.find(device, id);
+    TORCH_CHECK(pool != nullptr, "streampool: getCheckpointState: could not find pool of id (",
+                id.first, ", ", id.second, ") on device ", static_cast<int>(device));
+    TORCH_CHECK(pool->use_count > 0, "streampool: getCheckpointState: pool (", id.first, ", ",
+                id.second, ") is freeable (no graph holds it); not expected to checkpoint it");
+    auto out = std::make_shared<checkpoint>();
+    out->device = device;
+    out->id = id;
+    out->segments = pool->arena->save();
+    return out;
   }
-  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex,
-                                              std::shared_ptr<cca::AllocatorState>) override {
-    not_yet("CUDA graph trees (checkpointing)");
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<cca::AllocatorState> saved) override {
+    const auto cp = std::dynamic_pointer_cast<checkpoint>(saved);
+    TORCH_CHECK(cp != nullptr,
+                "streampool: setCheckpointPoolState: expected a state that "
+                "streampool's getCheckpointState made");
+    TORCH_CHECK(cp->device == device, "streampool: setCheckpointPoolState: a checkpoint of device ",
+                static_cast<int>(cp->device), " given for device ", static_cast<int>(device));
+    private_pool* pool = graphs_.find(device, cp->id);
+    TORCH_CHECK(pool != nullptr, "streampool: setCheckpointPoolState: pool (", cp->id.first, ", ",
+                cp->id.second, ") of device ", static_cast<int>(device), " is gone");
+    graph_arena::restored r = pool->arena->restore(cp->segments);
+    // The pool's blocks are now the checkpoint's: the allocator's map and statistics follow (no
+    // deleter runs for the freed ones; PyTorch swaps the deleters of the tensors concerned).
+    state& st = state_of(device);
+    for (void* p : r.freed) {
+      block b;
+      if (!blocks_.take(p, b)) continue;
+      const std::lock_guard lock(st.mu);
+      count(st.stats, b, /*out=*/false);
+    }
+    cca::CheckpointDelta delta;
+    delta.ptrs_freed = std::move(r.freed);
+    for (const auto& e : r.allocated) {
+      void* p = reinterpret_cast<void*>(e.block.address);  // NOLINT(performance-no-int-to-ptr)
+      const block b{e.block.requested, e.block.size, device, e.stream, pool};
+      blocks_.insert(p, b);
+      {
+        const std::lock_guard lock(st.mu);
+        count(st.stats, b, /*out=*/true);
+      }
+      delta.dataptrs_allocd.emplace_back(p, p, &delete_block,
+                                         c10::Device(c10::DeviceType::CUDA, device));
+    }
+    graphs_.set_live(pool, r.allocated.size());
+    return delta;
   }
   std::string name() override { return "streampool"; }
 
@@ -494,7 +563,11 @@ class allocator final : public cca::CUDAAllocator {
       }
     }
     if (b.pool != nullptr) {
-      (void)sp_pool_deallocate_native(b.pool->pool, p, b.stream);
+      try {
+        b.pool->arena->free(p, graphs_.routing());
+      } catch (const c10::Error& e) {  // LCOV_EXCL_START: reported; a free never throws
+        std::fprintf(stderr, "streampool: native allocator: %s\n", e.what_without_backtrace());
+      }  // LCOV_EXCL_STOP
       graphs_.freed(b.pool);
       return;
     }
@@ -502,6 +575,13 @@ class allocator final : public cca::CUDAAllocator {
   }
 
  private:
+  /// A private pool's layout, as getCheckpointState saved it.
+  struct checkpoint final : cca::AllocatorState {
+    c10::DeviceIndex device = 0;
+    c10::MempoolId_t id{0, 0};
+    std::vector<graph_arena::saved_segment> segments;
+  };
+
   struct state {
     std::mutex mu;
     DeviceStats stats;
@@ -542,11 +622,13 @@ class allocator final : public cca::CUDAAllocator {
     state& st = state_of(device);
     void* p = nullptr;
     private_pool* pp = nullptr;
+    std::size_t private_size = 0;
     if (graphs_.routing()) [[unlikely]] {
       const relaxed_capture_mode relaxed(true);
       pp = graphs_.route(device, stream);
       if (pp != nullptr) {
-        if (sp_pool_allocate_native(pp->pool, n, stream, &p) != STREAMPOOL_STATUS_SUCCESS) {
+        p = pp->arena->allocate(n, stream, /*capturing=*/true, private_size);
+        if (p == nullptr) {
           graphs_.freed(pp);
           out_of_memory(st, n, device, last_error().c_str());
         }
@@ -565,10 +647,10 @@ class allocator final : public cca::CUDAAllocator {
       }
     }
     st.pool_made.store(true, std::memory_order_relaxed);
-    block b{n, n, device, stream, pp};
+    block b{n, pp != nullptr ? private_size : n, device, stream, pp};
     std::size_t size = 0;
-    if (sp_pool_block_size(pp != nullptr ? pp->pool : pool_of(device), p, &size) ==
-        STREAMPOOL_STATUS_SUCCESS) {
+    if (pp == nullptr &&
+        sp_pool_block_size(pool_of(device), p, &size) == STREAMPOOL_STATUS_SUCCESS) {
       b.size = size;
     }
     blocks_.insert(p, b);

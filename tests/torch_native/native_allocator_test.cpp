@@ -22,7 +22,9 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -249,10 +251,16 @@ TEST_F(NativeAllocator, RawAllocAndDeleteAreCountedExactly) {
   a.raw_delete(s);
   st = stats();
   for (const auto& [name, stat] : every_stat(st)) {
-    if (name.rfind("reserved_bytes", 0) != 0) {
+    // Reserved memory and its segments stay until empty_cache.
+    if (name.rfind("reserved_bytes", 0) != 0 && name.rfind("segment.", 0) != 0) {
       EXPECT_EQ(stat.current, 0) << name;
     }
   }
+  const sp_pool_statistics_t held = pool_statistics();
+  EXPECT_EQ(st.segment[all].current, i64(held.upstream_allocations - held.upstream_deallocations +
+                                         held.upstream_creates - held.upstream_releases))
+      << "the default pool's segments: its driver allocations and mapped granules";
+  EXPECT_GT(st.segment[all].current, 0);
   EXPECT_EQ(st.allocation[all].allocated, 2);
   EXPECT_EQ(st.allocation[all].freed, 2);
 
@@ -518,6 +526,83 @@ TEST_F(NativeAllocator, PrivatePoolsTakeWhatTheirFilterRoutesAndKeepIt) {
   ASSERT_EQ(sp_pool_trim(plugin().pool, &released), STREAMPOOL_STATUS_SUCCESS);
 }
 
+// Checkpoints (CUDA graph trees): the layout saved after a recording comes back exactly, with
+// the blocks allocated since freed (no deleter runs) and the saved ones allocated again, at
+// their addresses, with the statistics and the pool's live set following.
+TEST_F(NativeAllocator, ACheckpointPutsThePoolsLayoutBack) {
+  cca::CUDAAllocator& a = installed();
+  const c10::MempoolId_t id{9, 0};
+  cudaStream_t routed = plugin().b;
+  a.beginAllocateToPool(0, id, [routed](cudaStream_t s) { return s == routed; });
+  void* x = alloc(1000, routed);
+  void* y = alloc(3 * mib, routed);
+  void* z = alloc(5 * mib, routed);
+  a.raw_delete(z);  // freed before the checkpoint: free in it
+  const auto saved = a.getCheckpointState(0, id);
+  const DeviceStats at_checkpoint = stats();
+  // After the checkpoint: one saved block freed, others allocated where it and z were.
+  a.raw_delete(y);
+  void* w = alloc(6 * mib, routed);
+  void* v = alloc(2000, routed);
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {x, w, v}));
+  cca::CheckpointDelta delta = a.setCheckpointPoolState(0, saved);
+  // Every block allocated at the restore is listed as freed, x too (allocated again below).
+  std::set<void*> freed(delta.ptrs_freed.begin(), delta.ptrs_freed.end());
+  EXPECT_EQ(freed, (std::set<void*>{x, w, v}));
+  std::set<void*> allocated;
+  for (const c10::DataPtr& d : delta.dataptrs_allocd) {
+    allocated.insert(d.get());
+    EXPECT_EQ(d.get_deleter(), a.raw_deleter());
+    EXPECT_EQ(d.get_context(), d.get());
+  }
+  EXPECT_EQ(allocated, (std::set<void*>{x, y}));
+  // PyTorch moves these into the tensors that own the blocks, or lets them go without a free
+  // (raw_delete later): the latter here.
+  for (c10::DataPtr& d : delta.dataptrs_allocd) (void)d.release_context();
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {x, y}));
+  const DeviceStats now = stats();
+  EXPECT_EQ(now.allocation[all].current, at_checkpoint.allocation[all].current);
+  EXPECT_EQ(now.allocated_bytes[all].current, at_checkpoint.allocated_bytes[all].current);
+  EXPECT_EQ(now.requested_bytes[all].current, at_checkpoint.requested_bytes[all].current);
+  // The layout is the saved one: the snapshot of the pool is the same block for block.
+  const auto layout = [&] {
+    std::vector<std::tuple<std::size_t, std::size_t, bool>> out;
+    for (const auto& seg : a.snapshot(id).segments) {
+      std::size_t at = seg.address;
+      for (const auto& b : seg.blocks) {
+        out.emplace_back(at, b.size, b.allocated);
+        at += b.size;
+      }
+      EXPECT_EQ(at, seg.address + seg.total_size);
+    }
+    return out;
+  };
+  const auto restored_layout = layout();
+  // The same state again (PyTorch may put one checkpoint back several times): nothing changes.
+  cca::CheckpointDelta again = a.setCheckpointPoolState(0, saved);
+  for (c10::DataPtr& d : again.dataptrs_allocd) (void)d.release_context();
+  EXPECT_EQ(std::set<void*>(again.ptrs_freed.begin(), again.ptrs_freed.end()),
+            (std::set<void*>{x, y}));
+  EXPECT_EQ(layout(), restored_layout);
+  // The restored blocks are ordinary ones: freed, reused by the routed stream.
+  a.raw_delete(y);
+  EXPECT_EQ(alloc(3 * mib, routed), y);
+  a.raw_delete(y);
+  a.raw_delete(x);
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {}));
+  a.endAllocateToPool(0, id);
+  // A checkpoint of another device is refused, naming both.
+  EXPECT_NE(error_of([&] { (void)a.setCheckpointPoolState(1, saved); }).find("of device 0 given"),
+            std::string::npos);
+  a.releasePool(0, id);
+  EXPECT_NE(error_of([&] { (void)a.getCheckpointState(0, id); }).find("is freeable"),
+            std::string::npos);
+  a.emptyCache(id);
+  EXPECT_NE(error_of([&] { (void)a.getCheckpointState(0, id); }).find("could not find pool"),
+            std::string::npos)
+      << "a freeable pool with nothing live goes at empty_cache";
+}
+
 // _record_memory_history: allocations and frees (requested and completed at once) in order,
 // with block addresses and sizes, in a ring of the newest entries, skipping what is asked;
 // off, nothing is recorded and the ring is empty.
@@ -574,8 +659,9 @@ TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
       {"sharing tensors with IPC", [&] { (void)a.shareIpcHandle(nullptr); }},
       {"sharing tensors with IPC", [&] { (void)a.getIpcDevPtr("handle"); }},
       {"allocator trace trackers", [&] { a.attachAllocatorTraceTracker(nullptr); }},
-      {"CUDA graph trees (checkpointing)", [&] { (void)a.getCheckpointState(0, pool); }},
-      {"CUDA graph trees (checkpointing)", [&] { (void)a.setCheckpointPoolState(0, nullptr); }},
+      {"could not find pool of id (0, 1)", [&] { (void)a.getCheckpointState(0, pool); }},
+      {"expected a state that streampool's getCheckpointState made",
+       [&] { (void)a.setCheckpointPoolState(0, std::make_shared<cca::AllocatorState>()); }},
       {"getBaseAllocation", [&] { (void)a.getBaseAllocation(nullptr, nullptr); }},
       {"a MemPool with an allocator of its own",
        [&] {
