@@ -450,7 +450,10 @@ class Properties(Base):
             version=st.sampled_from([(1, 0), (1, 3), (0, 0), (2, 1)]))
         def test_any_tensor(self, ndim, dims, offset, device, version):
             def corrupt(t, m, keep):
-                shape(*dims)(t, m, keep)
+                # The shape array holds every dimension an accepted ndim can name (dims, then
+                # 1s): a producer whose ndim runs past its shape array is beyond what any
+                # consumer can check, and the size read from it would be the memory's.
+                shape(*dims, *[1] * (_dlpack.MAX_NDIM - len(dims)))(t, m, keep)
                 t.ndim, t.byte_offset = ndim, offset
                 t.device.device_type, t.device.device_id = device
                 m.version.major, m.version.minor = version
