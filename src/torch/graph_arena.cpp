@@ -26,7 +26,8 @@ void* pointer(std::uintptr_t a) {
 
 }  // namespace
 
-void* graph_arena::allocate(std::size_t n, cudaStream_t stream, bool capturing, std::size_t& size) {
+void* graph_arena::allocate(std::size_t n, cudaStream_t stream, bool capturing, std::size_t& size,
+                            bool grow) {
   const std::lock_guard lock(mu_);
   if (!capturing && !pending_.empty()) process_pending_locked(/*wait=*/false);
   const kind k = n <= small_max ? kind::small : kind::large;
@@ -38,6 +39,7 @@ void* graph_arena::allocate(std::size_t n, cudaStream_t stream, bool capturing, 
   if (list != free_.end() && fit != list->second.end()) {
     a = fit->second;
   } else {
+    if (!grow) return nullptr;
     a = grow_locked(k, k == kind::small ? small_segment : round_up(want, segment_round), stream);
     if (a == 0) return nullptr;
   }

@@ -76,9 +76,10 @@ class graph_arena {
   ~graph_arena() = default;  // the segments go back with the source pool, destroyed by the owner
 
   /// A block of at least n bytes for work on `stream`; null when the source pool has no memory
-  /// left. `capturing`: a capture may be under way (no event is queried or recorded). `size` is
-  /// the block's size.
-  void* allocate(std::size_t n, cudaStream_t stream, bool capturing, std::size_t& size);
+  /// left (or, with `grow` false, when no free block fits). `capturing`: a capture may be under
+  /// way (no event is queried or recorded). `size` is the block's size.
+  void* allocate(std::size_t n, cudaStream_t stream, bool capturing, std::size_t& size,
+                 bool grow = true);
   /// Frees p, which allocate() handed out.
   void free(void* p, bool capturing);
   /// record_stream: p's memory is used on `stream` too, until that stream's work so far is done.

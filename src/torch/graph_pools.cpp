@@ -128,6 +128,26 @@ void graph_pools::create_or_incref(c10::DeviceIndex device, c10::MempoolId_t id)
   (void)make_or_incref_locked(device, id);
 }
 
+void graph_pools::set_use_on_oom(c10::DeviceIndex device, c10::MempoolId_t id, bool use) {
+  const std::lock_guard lock(mu_);
+  const auto it = pools_.find({device, id});
+  if (it != pools_.end()) it->second->use_on_oom = use;
+}
+
+std::pair<private_pool*, void*> graph_pools::borrow(c10::DeviceIndex device, std::size_t n,
+                                                    cudaStream_t stream, std::size_t& size) {
+  const std::lock_guard lock(mu_);
+  for (auto& [k, p] : pools_) {
+    if (k.first != device || !p->use_on_oom || p->use_count == 0) continue;
+    void* ptr = p->arena->allocate(n, stream, routings_.load() != 0, size, /*grow=*/false);
+    if (ptr != nullptr) {
+      ++p->live;
+      return {p.get(), ptr};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
 int graph_pools::use_count(c10::DeviceIndex device, c10::MempoolId_t id) {
   const std::lock_guard lock(mu_);
   const auto it = pools_.find({device, id});

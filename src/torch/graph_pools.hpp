@@ -51,7 +51,8 @@ struct private_pool {
   sp_pool_t pool = nullptr;
   std::unique_ptr<graph_arena> arena;  ///< the blocks, taken from `pool`
   int use_count = 0;
-  std::size_t live = 0;  ///< blocks handed out and not yet freed
+  bool use_on_oom = false;  ///< MemPool(use_on_oom=True): the default pool's last resort
+  std::size_t live = 0;     ///< blocks handed out and not yet freed
 };
 
 class graph_pools {
@@ -79,6 +80,15 @@ class graph_pools {
   void release(c10::DeviceIndex device, c10::MempoolId_t id);
   void create_or_incref(c10::DeviceIndex device, c10::MempoolId_t id);
   [[nodiscard]] int use_count(c10::DeviceIndex device, c10::MempoolId_t id);
+  /// setUseOnOOM: whether a request of the default pool that runs out of memory may take a free
+  /// block of this pool (PyTorch's MemPool(use_on_oom=True); its destructor says false). A pool
+  /// that is gone is left alone.
+  void set_use_on_oom(c10::DeviceIndex device, c10::MempoolId_t id, bool use);
+  /// The default pool ran out of memory for n bytes on `stream`: a free block of a use_on_oom pool
+  /// of `device` that fits, as PyTorch's allocator tries last (no pool grows for it), counted live
+  /// in that pool; null if none. `size` is the block's size.
+  [[nodiscard]] std::pair<private_pool*, void*> borrow(c10::DeviceIndex device, std::size_t n,
+                                                       cudaStream_t stream, std::size_t& size);
   /// empty_cache: `id` {0, 0} means every freeable pool; gives back their free memory and drops
   /// those with nothing live. Nothing while routing is under way.
   void empty_cache(c10::MempoolId_t id);

@@ -436,9 +436,10 @@ class allocator final : public cca::CUDAAllocator {
     (void)state_of(device);
     graphs_.create_or_incref(device, id);
   }
-  // PyTorch's MemPool destructor calls it: accepted, and the private pool is not used for other
-  // allocations that run out of memory (a documented difference, docs/torch.md).
-  void setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool) override {}
+  void setUseOnOOM(c10::DeviceIndex device, c10::MempoolId_t id, bool use) override {
+    (void)state_of(device);  // the range check
+    graphs_.set_use_on_oom(device, id, use);
+  }
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t id,
                                 const std::unordered_set<void*>& expected) override {
     private_pool* pool = graphs_.find(device, id);
@@ -633,18 +634,10 @@ class allocator final : public cca::CUDAAllocator {
           out_of_memory(st, n, device, last_error().c_str());
         }
       } else {
-        try {
-          p = sp_torch_malloc(n, device, stream);
-        } catch (const std::bad_alloc& e) {
-          out_of_memory(st, n, device, e.what());
-        }
+        p = default_alloc(st, n, device, stream, pp, private_size);
       }
     } else {
-      try {
-        p = sp_torch_malloc(n, device, stream);
-      } catch (const std::bad_alloc& e) {
-        out_of_memory(st, n, device, e.what());
-      }
+      p = default_alloc(st, n, device, stream, pp, private_size);
     }
     st.pool_made.store(true, std::memory_order_relaxed);
     block b{n, pp != nullptr ? private_size : n, device, stream, pp};
@@ -664,6 +657,20 @@ class allocator final : public cca::CUDAAllocator {
                       history_.context_for(history::entry::ALLOC));
     }
     return p;
+  }
+
+  /// A block of the default pool; where it has no memory left, a free block of a MemPool made
+  /// with use_on_oom (then `pp` and `size` say whose and how large), else torch.OutOfMemoryError.
+  void* default_alloc(state& st, std::size_t n, c10::DeviceIndex device, cudaStream_t stream,
+                      private_pool*& pp, std::size_t& size) {
+    try {
+      return sp_torch_malloc(n, device, stream);
+    } catch (const std::bad_alloc& e) {
+      const auto [pool, p] = graphs_.borrow(device, n, stream, size);
+      if (p == nullptr) out_of_memory(st, n, device, e.what());
+      pp = pool;
+      return p;
+    }
   }
 
   [[noreturn]] void out_of_memory(state& st, std::size_t n, c10::DeviceIndex device,

@@ -360,6 +360,46 @@ TEST_F(NativeAllocator, OutOfMemoryRaisesPyTorchsErrorAndCallsTheObservers) {
   EXPECT_EQ(seen[0].second, 64 * mib);
 }
 
+// MemPool(use_on_oom=True): a request of the default pool that runs out of memory takes a free
+// block of that pool (on its stream) as a last resort, counted as the pool's; without the flag,
+// or once its destructor says false, out of memory.
+TEST_F(NativeAllocator, AMemPoolForOutOfMemoryLendsItsFreeBlocks) {
+  cca::CUDAAllocator& a = installed();
+  const c10::MempoolId_t id{11, 0};
+  cudaStream_t s = plugin().a;
+  a.createOrIncrefPool(0, id, nullptr);                             // MemPool's constructor
+  a.beginAllocateToPool(0, id, [](cudaStream_t) { return true; });  // use_mem_pool's block
+  void* held = alloc(40 * mib, s);
+  a.raw_delete(held);  // free in the pool, which keeps it
+  a.endAllocateToPool(0, id);
+  a.releasePool(0, id);
+  ASSERT_EQ(a.getPoolUseCount(0, id), 1);
+  ASSERT_EQ(sp_pool_set_memory_limit(plugin().pool, 16 * mib), STREAMPOOL_STATUS_SUCCESS);
+  const auto out_of_memory = [&] {
+    try {
+      a.raw_delete(alloc(40 * mib, s));
+      return false;
+    } catch (const c10::OutOfMemoryError&) {
+      return true;
+    }
+  };
+  EXPECT_TRUE(out_of_memory()) << "no use_on_oom yet";
+  a.setUseOnOOM(0, id, true);
+  void* lent = alloc(40 * mib, s);
+  EXPECT_EQ(lent, held) << "the pool's free block";
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {lent}));
+  EXPECT_NE(error_of([&] { (void)alloc(40 * mib, s); }).find("out of memory"), std::string::npos)
+      << "only free blocks are lent: the pool does not grow for the default pool";
+  a.raw_delete(lent);
+  EXPECT_TRUE(a.checkPoolLiveAllocations(0, id, {})) << "freed back to the pool";
+  a.setUseOnOOM(0, id, false);  // MemPool's destructor
+  EXPECT_TRUE(out_of_memory());
+  EXPECT_EQ(sp_pool_set_memory_limit(plugin().pool, 0), STREAMPOOL_STATUS_SUCCESS);
+  a.setUseOnOOM(0, c10::MempoolId_t{99, 0}, true);  // a pool that is gone: nothing to change
+  a.releasePool(0, id);
+  a.emptyCache(id);
+}
+
 TEST_F(NativeAllocator, MemoryFractionOutsideZeroToOneIsRefused) {
   cca::CUDAAllocator& a = installed();
   EXPECT_EQ(a.getMemoryFraction(0), 1.0);
