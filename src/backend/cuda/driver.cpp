@@ -92,6 +92,14 @@ loaded load_once() {
   resolve_optional(lib, "cuMemUnmap", d.mem_unmap);
   resolve_optional(lib, "cuMemSetAccess", d.mem_set_access);
   resolve_optional(lib, "cuMemGetAllocationGranularity", d.mem_get_allocation_granularity);
+  // Optional too: without them, memory is not shared with other processes (has_sharing()).
+  resolve_optional(lib, "cuMemRetainAllocationHandle", d.mem_retain_allocation_handle);
+  resolve_optional(lib, "cuMemExportToShareableHandle", d.mem_export_to_shareable_handle);
+  resolve_optional(lib, "cuMemImportFromShareableHandle", d.mem_import_from_shareable_handle);
+  resolve_optional(lib, "cuMemGetAddressRange_v2", d.mem_get_address_range);
+  resolve_optional(lib, "cuIpcGetMemHandle", d.ipc_get_mem_handle);
+  resolve_optional(lib, "cuIpcOpenMemHandle_v2", d.ipc_open_mem_handle);
+  resolve_optional(lib, "cuIpcCloseMemHandle", d.ipc_close_mem_handle);
   const result r = d.init(0);
   if (r != success) {
     l.code = r;

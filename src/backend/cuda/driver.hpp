@@ -62,6 +62,14 @@ inline constexpr int mem_access_read_write = 0x3;       // CU_MEM_ACCESS_FLAGS_P
 inline constexpr int mem_granularity_minimum = 0x0;     // CU_MEM_ALLOC_GRANULARITY_MINIMUM
 inline constexpr int attribute_virtual_memory =
     102;  // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+inline constexpr int mem_handle_type_posix_fd = 0x1;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr unsigned ipc_mem_lazy_enable_peer_access =
+    0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+
+/// CUipcMemHandle: 64 opaque bytes.
+struct ipc_mem_handle {
+  char reserved[64];
+};
 
 /// The driver functions the backend calls. Every pointer is non-null once `load` succeeded, except
 /// the virtual memory group (`has_virtual_memory()` says whether all of it resolved).
@@ -115,11 +123,28 @@ struct driver {
                            std::size_t count);
   result (*mem_get_allocation_granularity)(std::size_t* granularity,
                                            const mem_allocation_prop* prop, int option);
+  // Sharing memory with other processes (PyTorch's IPC); null when the driver lacks them.
+  result (*mem_retain_allocation_handle)(mem_handle* h, void* address);
+  result (*mem_export_to_shareable_handle)(void* shareable, mem_handle h, int type,
+                                           unsigned long long flags);
+  result (*mem_import_from_shareable_handle)(mem_handle* h, void* shareable, int type);
+  result (*mem_get_address_range)(deviceptr* base, std::size_t* bytes, deviceptr p);
+  result (*ipc_get_mem_handle)(ipc_mem_handle* h, deviceptr p);
+  result (*ipc_open_mem_handle)(deviceptr* p, ipc_mem_handle h, unsigned flags);
+  result (*ipc_close_mem_handle)(deviceptr p);
 
   [[nodiscard]] bool has_virtual_memory() const noexcept {
     return mem_address_reserve != nullptr && mem_address_free != nullptr && mem_create != nullptr &&
            mem_release != nullptr && mem_map != nullptr && mem_unmap != nullptr &&
            mem_set_access != nullptr && mem_get_allocation_granularity != nullptr;
+  }
+
+  [[nodiscard]] bool has_sharing() const noexcept {
+    return has_virtual_memory() && mem_retain_allocation_handle != nullptr &&
+           mem_export_to_shareable_handle != nullptr &&
+           mem_import_from_shareable_handle != nullptr && mem_get_address_range != nullptr &&
+           ipc_get_mem_handle != nullptr && ipc_open_mem_handle != nullptr &&
+           ipc_close_mem_handle != nullptr;
   }
 
   /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", or the bare number if the driver cannot say.
