@@ -166,6 +166,13 @@ bool virtual_memory_usable(const cu::driver& d, cu::device dev, std::size_t vm_g
          g != 0 && vm_granularity % g == 0;
 }
 
+/// Whether granules are made exportable: the driver can share memory and STREAMPOOL_CUDA_IPC is
+/// not 0 (what it costs: docs/torch.md).
+bool exportable_by_default(const cu::driver& d) {
+  const char* env = std::getenv("STREAMPOOL_CUDA_IPC");
+  return d.has_sharing() && (env == nullptr || std::strcmp(env, "0") != 0);
+}
+
 class cuda_backend final : public backend {
  public:
   cuda_backend(const cu::driver& d, int ordinal, cu::device dev, cu::context ctx, std::size_t total,
@@ -254,9 +261,23 @@ class cuda_backend final : public backend {
 
   native_physical do_create_physical() override {
     context_scope cs(d_, ctx_);
-    const cu::mem_allocation_prop prop = device_memory(dev_);
+    cu::mem_allocation_prop prop = device_memory(dev_);
     cu::mem_handle h = 0;
-    const cu::result r = d_.mem_create(&h, granule_, &prop, 0);
+    cu::result r = cu::success;
+    if (exportable_.load(std::memory_order_relaxed)) {
+      // Exportable as a file descriptor, so that another process can map it (PyTorch's IPC,
+      // docs/torch.md); where the driver or the system refuses, every later granule is made
+      // without, and such memory is not shared.
+      prop.requested_handle_types = cu::mem_handle_type_posix_fd;
+      r = d_.mem_create(&h, granule_, &prop, 0);
+      if (r != cu::success && r != cu::error_out_of_memory) {
+        exportable_.store(false, std::memory_order_relaxed);
+        prop.requested_handle_types = 0;
+        r = d_.mem_create(&h, granule_, &prop, 0);
+      }
+    } else {
+      r = d_.mem_create(&h, granule_, &prop, 0);
+    }
     if (r == cu::error_out_of_memory) return nullptr;
     check(d_, r, "cuMemCreate(%zu bytes) on device %d", granule_, ordinal_);
     return reinterpret_cast<native_physical>(h);  // NOLINT(performance-no-int-to-ptr)
@@ -489,6 +510,10 @@ class cuda_backend final : public backend {
 
   std::mutex events_mu_;                // guards idle_events_
   std::vector<cu::event> idle_events_;  // released markers, ready to re-record
+
+  // Granules are created exportable (POSIX file descriptors) while the driver accepts it and
+  // STREAMPOOL_CUDA_IPC is not 0.
+  std::atomic<bool> exportable_{exportable_by_default(d_)};
 
   std::atomic<bool> has_unaligned_{false};
   std::mutex unaligned_mu_;                                     // guards unaligned_
