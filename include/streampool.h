@@ -190,6 +190,31 @@ SP_API sp_status_t sp_device_backend_name(sp_device_t device, const char** name)
  *  captures; call them around yours when the device's pools serve other threads meanwhile. */
 SP_API sp_status_t sp_device_begin_capture(sp_device_t device);
 SP_API sp_status_t sp_device_end_capture(sp_device_t device);
+/* ---- sharing CUDA memory with other processes (PyTorch's IPC: docs/torch.md) ---------------- */
+
+#define SP_CUDA_SHARED_ALLOCATION 1 /**< one driver allocation: ipc_handle opens it whole */
+#define SP_CUDA_SHARED_GRANULES 2   /**< granules of a virtual range: one file descriptor each */
+
+/** Makes [ptr, ptr + bytes), memory `pool` (a CUDA device's, ordinal `ordinal`) handed out,
+ *  openable by another process. *kind says how: SP_CUDA_SHARED_ALLOCATION fills ipc_handle (64
+ *  bytes, cuIpcGetMemHandle's, of the allocation at *base of *shared_bytes);
+ * SP_CUDA_SHARED_GRANULES writes *fd_count POSIX file descriptors (the caller's to close) into fds,
+ * one per granule of *granule_bytes from *base, *shared_bytes in all.
+ * STREAMPOOL_STATUS_INVALID_ARGUMENT naming the count when fd_capacity is too small (bytes / 2 MiB
+ * + 2 always suffices), NOT_AVAILABLE for a pool of another backend or a build without CUDA,
+ * BACKEND_ERROR when the driver cannot share it (granules made without an exportable handle type:
+ * STREAMPOOL_CUDA_IPC=0, or refused). */
+SP_API sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t bytes,
+                                 int* kind, uint64_t* base, size_t* shared_bytes,
+                                 size_t* granule_bytes, unsigned char* ipc_handle, int* fds,
+                                 size_t fd_capacity, size_t* fd_count);
+/** Maps `count` granules of `granule_bytes` that another process shared (file descriptors of this
+ *  process, which stay the caller's) into a new range of CUDA device `ordinal`; *base is its
+ *  start. End it with sp_cuda_unmap_shared(ordinal, *base, count * granule_bytes). */
+SP_API sp_status_t sp_cuda_map_shared(int ordinal, const int* fds, size_t count,
+                                      size_t granule_bytes, void** base);
+SP_API sp_status_t sp_cuda_unmap_shared(int ordinal, void* base, size_t bytes);
+
 /** Host backend in checking mode: how many ordering violations were seen (0 for other backends),
  *  and the text of one (the string stays valid until the next call on this thread). */
 SP_API sp_status_t sp_device_violation_count(sp_device_t device, size_t* count);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "driver.hpp"
+#include "driver_calls.hpp"
 #include "staging_ring.hpp"
 #include "streampool/cuda.hpp"
 
@@ -33,6 +34,9 @@ namespace streampool {
 namespace {
 
 namespace cu = detail::cu;
+using cu::check;
+using cu::context_scope;
+using cu::failure;
 
 constexpr std::size_t default_granularity = std::size_t{2} << 20;  // 2 MiB: the GPU's large page
 
@@ -56,32 +60,6 @@ std::size_t size_from_env(const char* name, std::size_t fallback) {
 constexpr std::size_t staging_capacity = std::size_t{32} << 20;
 constexpr std::size_t max_idle_events = 1024;
 
-/// "cuda: <call> failed: <why>", `call` printf-formatted with `args`: the message of every failed
-/// CUDA call.
-std::string failure(const char* call, std::va_list args, const std::string& why) {
-  return "cuda: " + detail::vformat(call, args) + " failed: " + why;
-}
-
-/// The check of every driver call: throws backend_error (kind runtime, the CUresult as native
-/// code) naming the call and its values when `r` is not success; `call` is printf-formatted only
-/// then. Results that are not errors (out of memory where the contract returns nullptr or false,
-/// not ready) are handled by the caller before it.
-[[gnu::format(printf, 3, 4)]] void check(const cu::driver& d, cu::result r, const char* call, ...) {
-  if (r == cu::success) [[likely]]
-    return;
-  std::va_list args;
-  va_start(args, call);
-  std::string message;
-  try {
-    message = failure(call, args, d.describe(r));
-  } catch (...) {  // no memory for the message; va_end must still run in this function
-    va_end(args);
-    throw;
-  }
-  va_end(args);
-  throw backend_error(backend_error_kind::runtime, message, "cuda", r);
-}
-
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
 /// check() for the kernels, whose results are cudaError_t values of the runtime (kernels.hpp).
 [[gnu::format(printf, 2, 3)]] void check_launch(int e, const char* call, ...) {
@@ -102,36 +80,6 @@ std::string failure(const char* call, std::va_list args, const std::string& why)
   throw backend_error(backend_error_kind::runtime, message, "cuda", e);
 }
 #endif
-
-/// Makes `ctx` current on this thread for the scope of one backend call. The common case (it is
-/// already current) costs one cuCtxGetCurrent. A thread with no current context gets ours set
-/// for good (nothing to disturb, and later calls are then cheap); a thread that has another
-/// context current (a user's, another device's) gets ours pushed and popped, so the user's
-/// state is left as it was.
-class context_scope {
- public:
-  context_scope(const cu::driver& d, cu::context ctx) noexcept : d_(d) {
-    cu::context cur = nullptr;
-    if (d.ctx_get_current(&cur) != cu::success || cur == ctx) return;
-    if (cur == nullptr) {
-      (void)d.ctx_set_current(ctx);
-    } else {
-      pushed_ = d.ctx_push_current(ctx) == cu::success;
-    }
-  }
-  context_scope(const context_scope&) = delete;
-  context_scope& operator=(const context_scope&) = delete;
-  ~context_scope() {
-    if (pushed_) {
-      cu::context popped = nullptr;
-      (void)d_.ctx_pop_current(&popped);
-    }
-  }
-
- private:
-  const cu::driver& d_;
-  bool pushed_ = false;
-};
 
 /// Errors from teardown paths (noexcept operations) that are neither success nor the driver
 /// shutting down at process exit are reported once on stderr: they mean a broken precondition or

@@ -1,0 +1,107 @@
+// streampool C ABI: CUDA memory shared with other processes (streampool/cuda.hpp, cuda_share).
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include "handles.hpp"
+#include "streampool/error.hpp"
+
+#if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
+#include "streampool/cuda.hpp"
+#define SP_C_API_CUDA 1
+#endif
+
+using streampool::c_api::error;
+using streampool::c_api::guarded;
+using streampool::c_api::pool_of;
+using streampool::c_api::require;
+using streampool::detail::format;
+
+#ifndef SP_C_API_CUDA
+namespace {
+
+[[noreturn]] void no_cuda(const char* function) {
+  throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
+              std::string("streampool: ") + function + ": this build has no CUDA backend"};
+}
+
+}  // namespace
+#endif
+
+sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t bytes, int* kind,
+                          uint64_t* base, size_t* shared_bytes, size_t* granule_bytes,
+                          unsigned char* ipc_handle, int* fds, size_t fd_capacity,
+                          size_t* fd_count) {
+  return guarded([&] {
+    const char* f = "sp_cuda_share";
+    const auto p = pool_of(pool, f);
+    for (const auto& [v, name] : {std::pair<const void*, const char*>{ptr, "ptr"},
+                                  {kind, "kind"},
+                                  {base, "base"},
+                                  {shared_bytes, "shared_bytes"},
+                                  {granule_bytes, "granule_bytes"},
+                                  {ipc_handle, "ipc_handle"},
+                                  {fd_count, "fd_count"}})
+      require(v, f, name);
+    const streampool::backend& b = p->p.get_device().get_backend();
+    if (b.name() != "cuda") {
+      throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
+                  format("streampool: sp_cuda_share: the pool is on a %s device, not CUDA",
+                         b.name().c_str())};
+    }
+#ifdef SP_C_API_CUDA
+    streampool::cuda_shared_memory s =
+        streampool::cuda_share(ordinal, ptr, bytes, b.caps().vm_granularity);
+    if (s.fds.size() > fd_capacity) {
+      for (const int fd : s.fds) (void)::close(fd);
+      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                  format("streampool: sp_cuda_share: [%p, +%zu) is %zu granules, fds holds %zu",
+                         ptr, bytes, s.fds.size(), fd_capacity)};
+    }
+    if (s.fds.size() > 0 && fds == nullptr) {
+      for (const int fd : s.fds) (void)::close(fd);
+      require(fds, f, "fds");
+    }
+    *kind = s.what == streampool::cuda_shared_memory::kind::allocation ? SP_CUDA_SHARED_ALLOCATION
+                                                                       : SP_CUDA_SHARED_GRANULES;
+    *base = s.base;
+    *shared_bytes = s.bytes;
+    *granule_bytes = s.granule_bytes;
+    std::memcpy(ipc_handle, s.ipc_handle.data(), s.ipc_handle.size());
+    if (!s.fds.empty()) std::memcpy(fds, s.fds.data(), s.fds.size() * sizeof(int));
+    *fd_count = s.fds.size();
+#else
+    (void)ordinal, (void)bytes, (void)fds, (void)fd_capacity;
+    no_cuda(f);
+#endif
+  });
+}
+
+sp_status_t sp_cuda_map_shared(int ordinal, const int* fds, size_t count, size_t granule_bytes,
+                               void** base) {
+  return guarded([&] {
+    const char* f = "sp_cuda_map_shared";
+    require(fds, f, "fds");
+    require(base, f, "base");
+#ifdef SP_C_API_CUDA
+    *base = streampool::cuda_map_shared(ordinal, std::vector<int>(fds, fds + count), granule_bytes);
+#else
+    (void)ordinal, (void)count, (void)granule_bytes;
+    no_cuda(f);
+#endif
+  });
+}
+
+sp_status_t sp_cuda_unmap_shared(int ordinal, void* base, size_t bytes) {
+  return guarded([&] {
+    const char* f = "sp_cuda_unmap_shared";
+    require(base, f, "base");
+#ifdef SP_C_API_CUDA
+    streampool::cuda_unmap_shared(ordinal, base, bytes);
+#else
+    (void)ordinal, (void)bytes;
+    no_cuda(f);
+#endif
+  });
+}
