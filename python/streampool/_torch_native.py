@@ -23,9 +23,9 @@ from . import _capi
 
 # The sources of the native allocator, in the package (a wheel's copy, CMake's SKBUILD install)
 # or in this repository's tree when the package is run from python/.
-_SOURCES = ("native_allocator.cpp", "graph_arena.cpp", "graph_pools.cpp", "history.cpp",
+_SOURCES = ("native_allocator.cpp", "graph_arena.cpp", "graph_pools.cpp", "history.cpp", "ipc.cpp",
             "torch_snapshot.cpp")
-_HEADERS = ("native_allocator.hpp", "graph_arena.hpp", "graph_pools.hpp", "history.hpp",
+_HEADERS = ("native_allocator.hpp", "graph_arena.hpp", "graph_pools.hpp", "history.hpp", "ipc.hpp",
             "torch_snapshot.hpp")
 
 

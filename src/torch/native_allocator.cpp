@@ -29,6 +29,7 @@
 
 #include "graph_pools.hpp"
 #include "history.hpp"
+#include "ipc.hpp"
 #include "streampool.h"
 #include "torch_snapshot.hpp"
 
@@ -454,8 +455,13 @@ class allocator final : public cca::CUDAAllocator {
     });
     return all_expected && live == expected.size();
   }
-  cca::ShareableHandle shareIpcHandle(void*) override { not_yet("sharing tensors with IPC"); }
-  std::shared_ptr<void> getIpcDevPtr(std::string) override { not_yet("sharing tensors with IPC"); }
+  cca::ShareableHandle shareIpcHandle(void* ptr) override {
+    block b;
+    TORCH_CHECK(blocks_.find(ptr, b), "streampool: shareIpcHandle of ", ptr,
+                ", which is not the start of a block streampool's allocator handed out");
+    return ipc_.share(b.pool != nullptr ? b.pool->pool : pool_of(b.device), b.device, ptr, b.size);
+  }
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override { return ipc_.open(handle); }
   bool isHistoryEnabled() override { return history_.on(); }
   void recordHistory(bool enabled, c10::CachingDeviceAllocator::CreateContextFn recorder,
                      size_t max_entries, c10::CachingDeviceAllocator::RecordContext when,
@@ -563,6 +569,7 @@ class allocator final : public cca::CUDAAllocator {
       } catch (...) {  // LCOV_EXCL_LINE: a free never throws; its history entry is lost
       }
     }
+    ipc_.freed(p);  // descriptors exported for it (ipc.hpp)
     if (b.pool != nullptr) {
       try {
         b.pool->arena->free(p, graphs_.routing());
@@ -697,6 +704,7 @@ class allocator final : public cca::CUDAAllocator {
   std::atomic<int> device_count_{0};
   std::array<state, max_devices> states_;
   history history_;
+  ipc ipc_;
   graph_pools graphs_{[](c10::DeviceIndex d) { return device_handle(d); }};
   block_map blocks_;
   std::mutex observers_mu_;

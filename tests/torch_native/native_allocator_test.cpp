@@ -692,12 +692,39 @@ TEST_F(NativeAllocator, HistoryRecordsAllocationsAndFreesInPyTorchsForm) {
   a.raw_delete(q);
 }
 
+// IPC: what cannot be shared or opened is named (the sharing itself needs CUDA: gpu_ipc.py).
+TEST_F(NativeAllocator, IpcRefusalsNameWhatIsWrong) {
+  cca::CUDAAllocator& a = installed();
+  void* p = alloc(4096);
+  EXPECT_NE(error_of([&] {
+              (void)a.shareIpcHandle(static_cast<char*>(p) + 512);
+            }).find("not the start of a block"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)a.shareIpcHandle(p); }).find("on a host device, not CUDA"),
+            std::string::npos);
+  a.raw_delete(p);
+  EXPECT_NE(error_of([&] {
+              (void)a.getIpcDevPtr(
+                  std::string("\x03"
+                              "e",
+                              2));
+            }).find("of version 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { (void)a.getIpcDevPtr(std::string("\x02x", 2)); }).find("of kind 'x'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              (void)a.getIpcDevPtr(
+                  std::string("\x02"
+                              "e",
+                              2));
+            }).find("bytes"),
+            std::string::npos);
+}
+
 TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
   cca::CUDAAllocator& a = installed();
   const c10::MempoolId_t pool{0, 1};
   const std::pair<const char*, std::function<void()>> calls[] = {
-      {"sharing tensors with IPC", [&] { (void)a.shareIpcHandle(nullptr); }},
-      {"sharing tensors with IPC", [&] { (void)a.getIpcDevPtr("handle"); }},
       {"allocator trace trackers", [&] { a.attachAllocatorTraceTracker(nullptr); }},
       {"could not find pool of id (0, 1)", [&] { (void)a.getCheckpointState(0, pool); }},
       {"expected a state that streampool's getCheckpointState made",
