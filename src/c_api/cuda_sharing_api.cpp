@@ -44,7 +44,8 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
                                   {ipc_handle, "ipc_handle"},
                                   {fd_count, "fd_count"}})
       require(v, f, name);
-    const streampool::backend& b = p->p.get_device().get_backend();
+    const streampool::device dev = p->p.get_device();
+    const streampool::backend& b = dev.get_backend();
     if (b.name() != "cuda") {
       throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
                   format("streampool: sp_cuda_share: the pool is on a %s device, not CUDA",
