@@ -128,7 +128,8 @@ std::shared_ptr<void> ipc::open(const std::string& handle) {
                 h.count, " granules");
     std::vector<int> theirs(h.count);
     std::memcpy(theirs.data(), handle.data() + 2 + sizeof h, h.count * sizeof(int));
-    const int device = c10::cuda::current_device();
+    // DeviceIndex is a signed char, and devices are numbered from 0.
+    const int device = static_cast<unsigned char>(c10::cuda::current_device());
     const long pidfd = ::syscall(SYS_pidfd_open, h.pid, 0);
     TORCH_CHECK(pidfd >= 0, "streampool: opening a shared CUDA tensor: pidfd_open of process ",
                 h.pid, " failed: ", std::strerror(errno));
