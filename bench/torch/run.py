@@ -22,7 +22,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ALLOCATORS = ["native", "async", "expandable", "streampool"]
 NAMES = {"native": "PyTorch native", "async": "cudaMallocAsync", "expandable": "expandable segments",
-         "streampool": "streampool", "floor": "floor plug-in"}
+         "streampool": "streampool", "streampool-noipc": "streampool, not exportable",
+         "streampool-plugin": "streampool plug-in", "floor": "floor plug-in"}
 
 
 def run_one(allocator, workload, steps, warmup, out_dir, round_no, profile=0):

@@ -43,7 +43,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def parse():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--allocator", required=True, choices=["native", "async", "expandable", "streampool", "floor"])
+    ap.add_argument("--allocator", required=True,
+                    choices=["native", "async", "expandable", "streampool", "streampool-noipc",
+                             "streampool-plugin", "floor"])
     ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server", "resnet50-graph", "gpt2-compile"])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
@@ -67,11 +69,16 @@ elif ARGS.allocator == "expandable":
 
 import torch  # noqa: E402  (after PYTORCH_CUDA_ALLOC_CONF)
 
-if ARGS.allocator == "streampool":
+# streampool's variants: the default (the native allocator), the same with granules not made
+# exportable (what sharing between processes costs), and the plug-in path.
+STREAMPOOL = ARGS.allocator.startswith("streampool")
+if ARGS.allocator == "streampool-noipc":
+    os.environ["STREAMPOOL_CUDA_IPC"] = "0"
+if STREAMPOOL:
     sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
     import streampool.torch  # noqa: E402
 
-    streampool.torch.enable()
+    streampool.torch.enable(native=False if ARGS.allocator == "streampool-plugin" else None)
 elif ARGS.allocator == "floor":
     if ARGS.workload == "server":
         sys.exit("workload.py: the floor plug-in ignores streams; it is for one-stream training only")
@@ -85,7 +92,7 @@ class Counters:
     """Upstream calls and host waits, where the allocator reports them."""
 
     def read(self):
-        if ARGS.allocator == "streampool":
+        if STREAMPOOL:
             st = streampool.torch.memory_stats()
             return {"upstream_calls": st["streampool.upstream_calls"],
                     "host_waits": st["streampool.host_waits"],
@@ -98,7 +105,7 @@ class Counters:
         return {"upstream_calls": st["num_device_alloc"] + st["num_device_free"]}
 
     def peak_reserved(self):
-        if ARGS.allocator == "streampool":
+        if STREAMPOOL:
             return streampool.torch.memory_stats()["reserved_bytes.all.peak"]
         if ARGS.allocator == "floor":
             return 0  # not counted (it never gives memory back: the most it held is at the end)
@@ -110,7 +117,7 @@ COUNTERS = Counters()
 
 def trace_phase(name):
     """A phase line in the plug-in's trace (STREAMPOOL_TORCH_TRACE), for tools/replay."""
-    if ARGS.allocator == "streampool" and os.environ.get("STREAMPOOL_TORCH_TRACE"):
+    if STREAMPOOL and os.environ.get("STREAMPOOL_TORCH_TRACE"):
         from streampool import _capi
         _capi.lib.sp_torch_trace_phase(name.encode())
 
@@ -118,7 +125,7 @@ def trace_phase(name):
 def snapshot_if_asked(step):
     """--snapshot STEP:FILE: the plug-in pool's snapshot JSON, taken mid-step (no synchronize: a
     snapshot reads the pool, not the device)."""
-    if not ARGS.snapshot or ARGS.allocator != "streampool":
+    if not ARGS.snapshot or not STREAMPOOL:
         return
     at, path = ARGS.snapshot.split(":", 1)
     if int(at) == step:
@@ -435,7 +442,7 @@ def main():
         "device_used_at_end": total - free,
         "wall_s": time.time() - t0,
     }
-    if ARGS.allocator == "streampool":
+    if STREAMPOOL:
         result["record_stream_hook"] = streampool.torch.record_stream_hook()
         result["path"] = "native" if streampool.torch.native() else "plug-in"
         result["stats"] = streampool.torch.memory_stats()

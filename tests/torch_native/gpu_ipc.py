@@ -5,7 +5,11 @@ A child process (torch.multiprocessing, spawn) receives a 4 KiB tensor (the smal
 256 MiB one (the large path), checks their values, writes into them, and drops them. The parent
 sees the child's writes; once the child has dropped them and the parent too, PyTorch's IPC
 reference counting lets the blocks go back to the pool, and the next allocations of those sizes
-reuse them without growing the pool."""
+reuse them without growing the pool.
+
+    gpu_ipc.py [SENDER [RECEIVER]]: each streampool (the default) or native (PyTorch's own
+    allocator), so that a tensor also travels between a process on streampool and one on PyTorch's
+    allocator in either direction (both read the same handle format)."""
 import os
 import sys
 
@@ -13,11 +17,18 @@ import torch
 import torch.multiprocessing as mp
 
 
-def child(q_in, q_out):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-    import streampool.torch as st
+def use(allocator):
+    if allocator == "streampool":
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "python"))
+        import streampool.torch as st
 
-    st.enable(native=True)
+        st.enable(native=True)
+    assert torch.cuda.get_allocator_backend() == allocator, torch.cuda.get_allocator_backend()
+
+
+def child(allocator, q_in, q_out):
+    use(allocator)
     tensors = q_in.get()
     report = []
     for t in tensors:
@@ -29,17 +40,14 @@ def child(q_in, q_out):
     q_in.get()  # the parent's "done": keep the process until then
 
 
-def main():
-    import streampool.torch as st
-
-    st.enable(native=True)
-    assert torch.cuda.get_allocator_backend() == "streampool"
+def main(sender, receiver):
+    use(sender)
     small = torch.arange(1024, dtype=torch.float32, device="cuda")              # 4 KiB
     large = torch.full((64 << 20,), 2.0, dtype=torch.float32, device="cuda")   # 256 MiB
     addresses = {small.data_ptr(), large.data_ptr()}
     ctx = mp.get_context("spawn")
     q_in, q_out = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=child, args=(q_in, q_out))
+    p = ctx.Process(target=child, args=(receiver, q_in, q_out))
     p.start()
     q_in.put([small, large])
     report = q_out.get(timeout=120)
@@ -59,8 +67,10 @@ def main():
     print("reused after the child dropped them:", len(reused), "of 2; reserved",
           reserved, "->", torch.cuda.memory_reserved())
     assert torch.cuda.memory_reserved() <= reserved, "the pool grew instead of reusing"
-    print("gpu ipc ok")
+    print(f"gpu ipc ok ({sender} -> {receiver})")
 
 
 if __name__ == "__main__":
-    main()
+    sender, receiver = (sys.argv[1:] + ["streampool", "streampool"])[:2]
+    assert {sender, receiver} <= {"streampool", "native"}, sys.argv
+    main(sender, receiver)
