@@ -504,6 +504,9 @@ SP_API sp_status_t sp_native_stream_release(void* native_stream, size_t* release
  *  Throws a C++ exception naming the numbers when out of memory (PyTorch turns it into a Python
  *  exception); never returns NULL. */
 SP_API void* sp_torch_malloc(size_t size, int device, void* stream);
+/** sp_torch_malloc that also sets *block_size to the block's usable size (sp_pool_block_size's
+ *  answer), in one call: the native PyTorch allocator counts block sizes in its statistics. */
+SP_API void* sp_torch_malloc_sized(size_t size, int device, void* stream, size_t* block_size);
 /** CUDAPluggableAllocator's free. Never throws; a bad pointer is reported on stderr. */
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream);
 /** tensor.record_stream(stream) for memory of the plug-in: reuse waits for the stream's work. */

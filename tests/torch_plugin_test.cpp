@@ -112,6 +112,22 @@ TEST(TorchPlugin, AllocFreeOnNativeStreamsWithSizeZeroAndReuse) {
   EXPECT_EQ(p.pool().statistics().live_bytes, 0u);
 }
 
+// sp_torch_malloc_sized: the block and its usable size in one call, as sp_pool_block_size says.
+TEST(TorchPlugin, MallocSizedGivesTheBlockSize) {
+  ASSERT_TRUE(host_plugin);
+  plugin p;
+  void* native = streams(p.dev()).c.ref().native();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{40} << 20}) {
+    std::size_t size = 0;
+    void* b = sp_torch_malloc_sized(n, 0, native, &size);
+    EXPECT_GE(size, n);
+    EXPECT_EQ(size, p.pool().block_size(b));
+    sp_torch_free(b, n, 0, native);
+  }
+  EXPECT_THROW((void)sp_torch_malloc_sized(8, 0, native, nullptr), sp::logic_error);
+  EXPECT_EQ(p.pool().statistics().live_bytes, 0u);
+}
+
 TEST(TorchPlugin, LargeBlocksStayWithTheStreamThatFreedThem) {
   // The plug-in's pool keeps large blocks per stream (docs/torch.md): b does not get a's freed
   // block while a lives; a gets it back.

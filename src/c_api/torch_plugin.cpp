@@ -242,6 +242,14 @@ SP_API void* sp_torch_malloc(size_t size, int device, void* stream) {
   return d.pool.allocate(stream_on(d, stream, "sp_torch_malloc"), size);
 }
 
+SP_API void* sp_torch_malloc_sized(size_t size, int device, void* stream, size_t* block_size) {
+  STREAMPOOL_EXPECTS(block_size != nullptr, "sp_torch_malloc_sized: block_size is NULL");
+  plugin_device& d = device_for(device);
+  void* p = d.pool.allocate(stream_on(d, stream, "sp_torch_malloc_sized"), size);
+  *block_size = d.pool.block_size(p);
+  return p;
+}
+
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) return;
   try {

@@ -23,7 +23,6 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -47,28 +46,34 @@ constexpr std::size_t small_max = std::size_t{1} << 20;
 
 struct block {
   std::size_t requested = 0;
-  std::size_t size = 0;  // the block's usable size (sp_pool_block_size)
+  std::size_t size = 0;  // the block's usable size (sp_torch_malloc_sized)
   int device = 0;
   cudaStream_t stream = nullptr;
   private_pool* pool = nullptr;  // a PyTorch memory pool's (graph_pools.hpp); null: the default
 };
 
-/// pointer -> block, in shards by pointer (blocks are at least 256-byte aligned).
+/// pointer -> block, in shards by pointer (blocks are at least 256-byte aligned). Each shard is
+/// an open-addressing table (linear probing, deletion by backward shift): a block costs no node
+/// allocation and no division, on the path of every allocation and free.
 class block_map {
  public:
   void insert(void* p, const block& b) {
     shard& s = shard_of(p);
     const std::lock_guard lock(s.mu);
-    s.blocks.emplace(p, b);
+    if ((s.used + 1) * 4 > s.slots.size() * 3) grow(s);
+    std::size_t i = home(s, p);
+    while (s.slots[i].key != nullptr && s.slots[i].key != p) i = (i + 1) & (s.slots.size() - 1);
+    s.used += static_cast<std::size_t>(s.slots[i].key == nullptr);
+    s.slots[i] = {p, b};
   }
   /// Removes p's entry into `out`; false if p is not a block of this allocator.
   bool take(void* p, block& out) {
     shard& s = shard_of(p);
     const std::lock_guard lock(s.mu);
-    auto it = s.blocks.find(p);
-    if (it == s.blocks.end()) return false;
-    out = it->second;
-    s.blocks.erase(it);
+    const std::size_t i = index_of(s, p);
+    if (i == npos) return false;
+    out = s.slots[i].value;
+    erase(s, i);
     return true;
   }
   /// Calls f(pointer, block) for every block, one shard locked at a time.
@@ -76,27 +81,78 @@ class block_map {
   void for_each(F&& f) {
     for (shard& s : shards_) {
       const std::lock_guard lock(s.mu);
-      for (const auto& [p, b] : s.blocks) f(p, b);
+      for (const slot& e : s.slots) {
+        if (e.key != nullptr) f(e.key, e.value);
+      }
     }
   }
   bool find(const void* p, block& out) {
     shard& s = shard_of(p);
     const std::lock_guard lock(s.mu);
-    auto it = s.blocks.find(const_cast<void*>(p));
-    if (it == s.blocks.end()) return false;
-    out = it->second;
+    const std::size_t i = index_of(s, p);
+    if (i == npos) return false;
+    out = s.slots[i].value;
     return true;
   }
 
  private:
   static constexpr std::size_t shard_count = 64;
+  static constexpr std::size_t npos = ~std::size_t{0};
+  struct slot {
+    void* key = nullptr;  // nullptr: empty
+    block value;
+  };
   struct alignas(64) shard {
     std::mutex mu;
-    std::unordered_map<void*, block> blocks;
+    std::vector<slot> slots;  // empty, or a power of two in size and at most 3/4 used
+    std::size_t used = 0;
   };
   shard& shard_of(const void* p) {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     return shards_[((a >> 8) ^ (a >> 20)) % shard_count];
+  }
+  /// p's first slot: a multiplicative hash of the address above its 256-byte alignment.
+  static std::size_t home(const shard& s, const void* p) {
+    const std::uint64_t h = (reinterpret_cast<std::uintptr_t>(p) >> 8) * 0x9E3779B97F4A7C15ULL;
+    return static_cast<std::size_t>(h >> 32) & (s.slots.size() - 1);
+  }
+  static std::size_t index_of(const shard& s, const void* p) {
+    if (s.slots.empty()) return npos;
+    for (std::size_t i = home(s, p);; i = (i + 1) & (s.slots.size() - 1)) {
+      if (s.slots[i].key == p) return i;
+      if (s.slots[i].key == nullptr) return npos;
+    }
+  }
+  /// Empties slot i, then moves back each later entry of its run whose home allows it, so that
+  /// no search stops early at the hole.
+  static void erase(shard& s, std::size_t i) {
+    const std::size_t mask = s.slots.size() - 1;
+    for (std::size_t j = i;;) {
+      s.slots[i].key = nullptr;
+      for (;;) {
+        j = (j + 1) & mask;
+        if (s.slots[j].key == nullptr) {
+          --s.used;
+          return;
+        }
+        // The entry at j stays where its home lies cyclically in (i, j].
+        const std::size_t k = home(s, s.slots[j].key);
+        const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) break;
+      }
+      s.slots[i] = s.slots[j];
+      i = j;
+    }
+  }
+  static void grow(shard& s) {
+    std::vector<slot> old(std::max<std::size_t>(64, s.slots.size() * 2));
+    old.swap(s.slots);
+    for (const slot& e : old) {
+      if (e.key == nullptr) continue;
+      std::size_t i = home(s, e.key);
+      while (s.slots[i].key != nullptr) i = (i + 1) & (s.slots.size() - 1);
+      s.slots[i] = e;
+    }
   }
   std::array<shard, shard_count> shards_;
 };
@@ -647,12 +703,7 @@ class allocator final : public cca::CUDAAllocator {
       p = default_alloc(st, n, device, stream, pp, private_size);
     }
     st.pool_made.store(true, std::memory_order_relaxed);
-    block b{n, pp != nullptr ? private_size : n, device, stream, pp};
-    std::size_t size = 0;
-    if (pp == nullptr &&
-        sp_pool_block_size(pool_of(device), p, &size) == STREAMPOOL_STATUS_SUCCESS) {
-      b.size = size;
-    }
+    const block b{n, private_size, device, stream, pp};
     blocks_.insert(p, b);
     {
       const std::lock_guard lock(st.mu);
@@ -671,7 +722,7 @@ class allocator final : public cca::CUDAAllocator {
   void* default_alloc(state& st, std::size_t n, c10::DeviceIndex device, cudaStream_t stream,
                       private_pool*& pp, std::size_t& size) {
     try {
-      return sp_torch_malloc(n, device, stream);
+      return sp_torch_malloc_sized(n, device, stream, &size);
     } catch (const std::bad_alloc& e) {
       const auto [pool, p] = graphs_.borrow(device, n, stream, size);
       if (p == nullptr) out_of_memory(st, n, device, e.what());

@@ -1,19 +1,23 @@
-// streampool: PyTorch's CUDA allocator interface on streampool's pools (issue 44, first part).
+// streampool: PyTorch's CUDA allocator interface on streampool's pools (docs/torch.md).
 //
-// Work in progress on a branch: allocation, free, record_stream, empty_cache, the memory fraction
-// and PyTorch's statistics. CUDA graphs, memory pools, snapshots, history and IPC throw an error
-// that names what is missing, so that nothing silently does less than PyTorch's own allocator.
+// Every method of c10::cuda::CUDACachingAllocator::CUDAAllocator that PyTorch calls: allocation,
+// free, record_stream, empty_cache, the memory fraction, PyTorch's statistics, snapshots and
+// history, private pools for CUDA graphs and MemPool (graph_pools.hpp, graph_arena.hpp), and
+// sharing between processes (ipc.hpp). What it cannot do raises an error that names it, so that
+// nothing silently does less than PyTorch's own allocator.
 //
 // Glossary
-//   block       what allocate() or raw_alloc*() handed out: its pointer, the bytes asked for, the
-//               device and the stream it was allocated on (the plug-in frees on that stream).
-//   block map   pointer -> block, in shards by pointer: raw_delete() gets only the pointer, and
-//               PyTorch's statistics count the requested size at the free.
+//   block       what allocate() or raw_alloc*() handed out: its pointer, the bytes asked for, its
+//               usable size, the device and the stream it was allocated on (the plug-in frees on
+//               that stream), and its private pool if any.
+//   block map   pointer -> block, in shards by pointer (open addressing): raw_delete() gets only
+//               the pointer, and PyTorch's statistics count the requested size at the free.
 //
 // Invariants
-//   - Every pointer in the block map is live memory of a plug-in pool (sp_torch_malloc) and is in
-//     exactly one shard; a free removes it before the memory goes back.
-//   - stats[d] changes only under stats_mu[d].
+//   - Every pointer in the block map is live memory of a plug-in pool (sp_torch_malloc_sized) or
+//     of a private pool's arena, and is in exactly one shard; a free removes it before the memory
+//     goes back.
+//   - stats[d] changes only under state d's mutex.
 #pragma once
 
 #include <c10/cuda/CUDACachingAllocator.h>

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <tuple>
@@ -743,4 +744,36 @@ TEST_F(NativeAllocator, WhatIsNotSupportedYetIsNamedInTheError) {
   }
   // Turning caching on asks for what is already so.
   EXPECT_EQ(error_of([&] { a.enable(true); }), "");
+}
+
+// Thousands of live blocks, freed in a shuffled order between new allocations: the block map
+// (open addressing, deletion by backward shift) keeps finding every one, so the statistics
+// count each block out exactly once and end where they began.
+TEST_F(NativeAllocator, ManyLiveBlocksFreedInAnyOrderAreAllFound) {
+  cca::CUDAAllocator& a = installed();
+  const DeviceStats before = stats();
+  std::mt19937_64 rng(44);
+  std::vector<std::pair<void*, std::size_t>> live;
+  std::size_t bytes = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 3000; ++i) {
+      const std::size_t n = 1 + rng() % 20000;
+      void* p = alloc(n);
+      live.emplace_back(p, block_size(p));
+      bytes += live.back().second;
+    }
+    std::shuffle(live.begin(), live.end(), rng);
+    ASSERT_EQ(stats().allocation[all].current - before.allocation[all].current,
+              static_cast<std::int64_t>(live.size()));
+    ASSERT_EQ(stats().allocated_bytes[all].current - before.allocated_bytes[all].current,
+              static_cast<std::int64_t>(bytes));
+    for (std::size_t k = live.size() / 2; k > 0; --k) {
+      a.raw_delete(live.back().first);
+      bytes -= live.back().second;
+      live.pop_back();
+    }
+  }
+  for (const auto& [p, n] : live) a.raw_delete(p);
+  EXPECT_EQ(stats().allocation[all].current, before.allocation[all].current);
+  EXPECT_EQ(stats().allocated_bytes[all].current, before.allocated_bytes[all].current);
 }
