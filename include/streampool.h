@@ -348,6 +348,7 @@ typedef struct sp_pool_statistics_s {
   uint64_t upstream_maps;     /**< granules mapped */
   uint64_t upstream_unmaps;   /**< granules unmapped */
   uint64_t upstream_calls;    /**< all upstream calls above and the allocations/deallocations */
+  uint64_t alloc_retries;     /**< allocations retried after trimming, reclaim hooks or a wait */
 } sp_pool_statistics_t;
 
 /** Writes 0 into the fields that statistics->struct_size covers; touches nothing else. */

@@ -175,6 +175,10 @@ struct pool_statistics {
            upstream_releases + upstream_maps + upstream_unmaps;
   }
   std::uint64_t reclaim_calls = 0;
+  /// Allocations whose first attempt found no memory, so that the pool trimmed, ran the reclaim
+  /// hooks or waited, and tried again (PyTorch's num_alloc_retries), whether or not it then
+  /// succeeded.
+  std::uint64_t alloc_retries = 0;
   std::size_t memory_limit = 0;  ///< 0 = none
   lock_contention contention;
   std::vector<stream_statistics> streams;

@@ -109,7 +109,7 @@ class PoolStatistics(_Versioned):
             "upstream_allocations", "upstream_deallocations", "reclaim_calls")] + [
         ("stream_caches", c_size)] + [(name, c_u64) for name in (
             "upstream_reserves", "upstream_creates", "upstream_releases", "upstream_maps",
-            "upstream_unmaps", "upstream_calls")]
+            "upstream_unmaps", "upstream_calls", "alloc_retries")]
 
 
 STRUCTS = (HostOptions, PoolOptions, PoolStatistics)

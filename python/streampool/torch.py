@@ -134,7 +134,7 @@ def memory_stats(device: int = 0) -> dict[str, int]:
         "allocated_bytes.all.peak": st["peak_live_bytes"],
         "reserved_bytes.all.current": st["reserved_bytes"],
         "reserved_bytes.all.peak": st["peak_reserved_bytes"],
-        "num_alloc_retries": st["reclaim_calls"],
+        "num_alloc_retries": st["alloc_retries"],
     }
     out.update({"streampool." + k: v for k, v in st.items()})
     return out

@@ -355,6 +355,8 @@ sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statist
     o.upstream_maps = st.upstream_maps;
     o.upstream_unmaps = st.upstream_unmaps;
     o.upstream_calls = st.upstream_calls();
+    if (version < 3) return;
+    o.alloc_retries = st.alloc_retries;
   });
 }
 

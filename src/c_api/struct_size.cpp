@@ -80,6 +80,20 @@ struct pool_statistics_v1 {
 static_assert(offsetof(pool_statistics_v1, stream_caches) ==
               offsetof(sp_pool_statistics_t, stream_caches));
 
+// Version 2 of the pool statistics: before alloc_retries was appended (issue 44, PyTorch's
+// num_alloc_retries).
+struct pool_statistics_v2 {
+  pool_statistics_v1 v1;
+  std::uint64_t upstream_reserves;
+  std::uint64_t upstream_creates;
+  std::uint64_t upstream_releases;
+  std::uint64_t upstream_maps;
+  std::uint64_t upstream_unmaps;
+  std::uint64_t upstream_calls;
+};
+static_assert(offsetof(pool_statistics_v2, upstream_calls) ==
+              offsetof(sp_pool_statistics_t, upstream_calls));
+
 // Version 4 of the pool options: before keep_memory was appended (issue 44, CUDA graph pools).
 struct pool_options_v4 {
   pool_options_v3 v3;
@@ -92,13 +106,14 @@ constexpr std::array<std::size_t, 1> host_options_sizes{sizeof(sp_host_options_t
 constexpr std::array<std::size_t, 5> pool_options_sizes{
     sizeof(pool_options_v1), sizeof(pool_options_v2), sizeof(pool_options_v3),
     sizeof(pool_options_v4), sizeof(sp_pool_options_t)};
-constexpr std::array<std::size_t, 2> pool_statistics_sizes{sizeof(pool_statistics_v1),
-                                                           sizeof(sp_pool_statistics_t)};
+constexpr std::array<std::size_t, 3> pool_statistics_sizes{
+    sizeof(pool_statistics_v1), sizeof(pool_statistics_v2), sizeof(sp_pool_statistics_t)};
 static_assert(sizeof(pool_options_v1) < sizeof(pool_options_v2));
 static_assert(sizeof(pool_options_v2) < sizeof(pool_options_v3));
 static_assert(sizeof(pool_options_v3) < sizeof(pool_options_v4));
 static_assert(sizeof(pool_options_v4) < sizeof(sp_pool_options_t));
-static_assert(sizeof(pool_statistics_v1) < sizeof(sp_pool_statistics_t));
+static_assert(sizeof(pool_statistics_v1) < sizeof(pool_statistics_v2));
+static_assert(sizeof(pool_statistics_v2) < sizeof(sp_pool_statistics_t));
 
 const std::array<const abi_struct*, 3> all_structs{&host_options_abi, &pool_options_abi,
                                                    &pool_statistics_abi};

@@ -134,6 +134,7 @@ void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*
   // The ladder: memory cached by other streams and fully free segments first, then the
   // language runtime's hooks (a GC that frees arrays), then give up with the numbers. A pool that
   // keeps its memory (pool_options::keep_memory) gives nothing back: only the hooks may help.
+  alloc_retries_.fetch_add(1, std::memory_order_relaxed);
   const bool give_back = !options_.keep_memory;
   if (give_back) trim();
   if (void* p = attempt()) return p;

@@ -518,6 +518,7 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   std::atomic<std::uint64_t> upstream_reserves_{0}, upstream_creates_{0}, upstream_releases_{0};
   std::atomic<std::uint64_t> upstream_maps_{0}, upstream_unmaps_{0};
   std::atomic<std::uint64_t> reclaim_calls_{0};
+  std::atomic<std::uint64_t> alloc_retries_{0};
 
   // Threads between reserving upstream memory in grow() and publishing the new segment.
   std::atomic<int> growing_{0};

@@ -120,6 +120,7 @@ pool_statistics pool_state::statistics() const {
   st.upstream_maps = upstream_maps_.load();
   st.upstream_unmaps = upstream_unmaps_.load();
   st.reclaim_calls = reclaim_calls_.load();
+  st.alloc_retries = alloc_retries_.load();
   st.memory_limit = limit_.load();
   for (const auto& sh : shards_) {
     st.allocations += sh->allocations;

@@ -313,41 +313,23 @@ class allocator final : public cca::CUDAAllocator {
   }
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     state& st = state_of(device);
-    sp_pool_statistics_t ps;
-    sp_pool_statistics_init(&ps);
-    const bool have_pool = pool_made(device);
-    if (have_pool) {
-      TORCH_CHECK(sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS,
-                  "streampool: statistics of device ", static_cast<int>(device), ": ",
-                  last_error());
-    }
-    // A private pool's memory is the device's reserved memory too (PyTorch counts its graph
-    // pools' segments in reserved_bytes).
     graph_arena::counts segments;
-    for (private_pool* pp : graphs_.pools(device, {0, 0})) {
-      const graph_arena::counts c = pp->arena->count();
-      for (std::size_t k = 0; k < 2; ++k) {
-        segments.segments[k] += c.segments[k];
-        segments.inactive_split[k] += c.inactive_split[k];
-        segments.inactive_split_bytes[k] += c.inactive_split_bytes[k];
-      }
-      sp_pool_statistics_t gs;
-      sp_pool_statistics_init(&gs);
-      if (sp_pool_get_statistics(pp->pool, &gs) != STREAMPOOL_STATUS_SUCCESS) continue;
-      ps.reserved_bytes += gs.reserved_bytes;
-      ps.peak_reserved_bytes += gs.peak_reserved_bytes;  // an upper bound of the joint peak
-      ps.upstream_allocations += gs.upstream_allocations;
-      ps.upstream_deallocations += gs.upstream_deallocations;
-    }
+    const sp_pool_statistics_t ps = pool_statistics(device, &segments);
     const std::lock_guard lock(st.mu);
     DeviceStats out = st.stats;
     Stat& reserved = out.reserved_bytes[static_cast<std::size_t>(StatType::AGGREGATE)];
     // The pool's reserved count and its peak are exact; resetPeakStats resets the pool's peak.
     reserved.current = static_cast<std::int64_t>(ps.reserved_bytes);
     reserved.peak = static_cast<std::int64_t>(ps.peak_reserved_bytes);
-    out.num_device_alloc = static_cast<std::int64_t>(ps.upstream_allocations + ps.upstream_creates);
-    out.num_device_free =
-        static_cast<std::int64_t>(ps.upstream_deallocations + ps.upstream_releases);
+    // The pools' counters from the last resetAccumulatedStats on (private pools that are gone
+    // take theirs with them: never below 0).
+    const accumulated now = accumulated_of(ps);
+    const auto since = [](std::uint64_t n, std::uint64_t base) {
+      return static_cast<std::int64_t>(n > base ? n - base : 0);
+    };
+    out.num_device_alloc = since(now.device_allocs, st.base.device_allocs);
+    out.num_device_free = since(now.device_frees, st.base.device_frees);
+    out.num_alloc_retries = since(now.alloc_retries, st.base.alloc_retries);
     // Segments: the private pools' exactly, by kind; the default pool's whole driver allocations
     // and mapped granules (PyTorch's expandable segments' unit) in the aggregate only, since its
     // statistics do not split them by kind. Inactive split blocks: the private pools' (the
@@ -373,11 +355,12 @@ class allocator final : public cca::CUDAAllocator {
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     state& st = state_of(device);
+    const accumulated now = accumulated_of(pool_statistics(device, nullptr));
     const std::lock_guard lock(st.mu);
     for (auto* a : stat_arrays(st.stats)) {
       for (Stat& s : *a) s.reset_accumulated();
     }
-    st.stats.num_alloc_retries = 0;
+    st.base = now;
     st.stats.num_ooms = 0;
   }
   void resetPeakStats(c10::DeviceIndex device) override {
@@ -646,12 +629,58 @@ class allocator final : public cca::CUDAAllocator {
     std::vector<graph_arena::saved_segment> segments;
   };
 
+  /// The pools' own counters that PyTorch reports as accumulated statistics.
+  struct accumulated {
+    std::uint64_t device_allocs = 0;  // driver allocations and granules created
+    std::uint64_t device_frees = 0;   // driver frees and granules released
+    std::uint64_t alloc_retries = 0;  // allocations retried after trimming (num_alloc_retries)
+  };
+  static accumulated accumulated_of(const sp_pool_statistics_t& ps) {
+    return {ps.upstream_allocations + ps.upstream_creates,
+            ps.upstream_deallocations + ps.upstream_releases, ps.alloc_retries};
+  }
+
   struct state {
     std::mutex mu;
     DeviceStats stats;
+    accumulated base;  // the pools' counters at the last resetAccumulatedStats; guarded by mu
     std::atomic<double> fraction{1.0};
     std::atomic<bool> pool_made{false};
   };
+
+  /// The statistics of device `device`'s pools: the default pool's, with its private pools'
+  /// reserved memory and counters added (PyTorch counts its graph pools' segments in
+  /// reserved_bytes), and, where `segments` is given, the private pools' segment counts.
+  sp_pool_statistics_t pool_statistics(c10::DeviceIndex device, graph_arena::counts* segments) {
+    sp_pool_statistics_t ps;
+    sp_pool_statistics_init(&ps);
+    if (pool_made(device)) {
+      TORCH_CHECK(sp_pool_get_statistics(pool_of(device), &ps) == STREAMPOOL_STATUS_SUCCESS,
+                  "streampool: statistics of device ", static_cast<int>(device), ": ",
+                  last_error());
+    }
+    for (private_pool* pp : graphs_.pools(device, {0, 0})) {
+      if (segments != nullptr) {
+        const graph_arena::counts c = pp->arena->count();
+        for (std::size_t k = 0; k < 2; ++k) {
+          segments->segments[k] += c.segments[k];
+          segments->inactive_split[k] += c.inactive_split[k];
+          segments->inactive_split_bytes[k] += c.inactive_split_bytes[k];
+        }
+      }
+      sp_pool_statistics_t gs;
+      sp_pool_statistics_init(&gs);
+      if (sp_pool_get_statistics(pp->pool, &gs) != STREAMPOOL_STATUS_SUCCESS) continue;
+      ps.reserved_bytes += gs.reserved_bytes;
+      ps.peak_reserved_bytes += gs.peak_reserved_bytes;  // an upper bound of the joint peak
+      ps.upstream_allocations += gs.upstream_allocations;
+      ps.upstream_deallocations += gs.upstream_deallocations;
+      ps.upstream_creates += gs.upstream_creates;
+      ps.upstream_releases += gs.upstream_releases;
+      ps.alloc_retries += gs.alloc_retries;
+    }
+    return ps;
+  }
 
   /// What the snapshot says of the allocator's settings: PyTorch's defaults where a setting
   /// has no counterpart (every field, so that nothing reads an indeterminate value).

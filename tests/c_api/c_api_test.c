@@ -577,14 +577,18 @@ static void test_reclaim_hook(void) {
   OK(sp_fill(s, ptr, 6, 1, (size_t)4 << 20));
   OK(sp_pool_get_statistics(p, &st));
   CHECK(st.reclaim_calls == 1);
+  CHECK(st.alloc_retries >= 1); /* the allocation that asked the hook was retried */
   /* Nothing left to collect: out of memory, after the hook ran again. */
   {
     void* more = NULL;
     void* big = NULL;
+    const uint64_t retries = st.alloc_retries;
     OK(sp_pool_allocate(p, (size_t)4 << 20, s, &more));
     FAILS(sp_pool_allocate(p, (size_t)4 << 20, s, &big), STREAMPOOL_STATUS_OUT_OF_DEVICE_MEMORY,
           "1 reclaim hook");
     CHECK(g.calls == 2);
+    OK(sp_pool_get_statistics(p, &st));
+    CHECK(st.alloc_retries > retries); /* a retry that failed counts too */
     OK(sp_pool_deallocate(p, more, s));
   }
   OK(sp_pool_remove_reclaim_hook(p, id));

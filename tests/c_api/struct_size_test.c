@@ -59,6 +59,13 @@ typedef struct {
   size_t stream_caches;
 } pool_statistics_v1;
 
+/* Version 2: before alloc_retries. */
+typedef struct {
+  pool_statistics_v1 v1;
+  uint64_t upstream_reserves, upstream_creates, upstream_releases, upstream_maps, upstream_unmaps;
+  uint64_t upstream_calls;
+} pool_statistics_v2;
+
 enum { guard = 0xA5, tail_bytes = 64 };
 
 /* A struct with room behind it; its bytes start as guard bytes. */
@@ -112,13 +119,18 @@ static void expect_refused(const char* call, int line, sp_status_t status,
   expect_refused(#call, __LINE__, (call), (const char* const[]){__VA_ARGS__, NULL})
 
 /* "40 (version 1), 48 (version 2)": how the messages list the sizes a struct accepts (two versions;
- * five_sizes_text below for five). */
+ * three_sizes_text and five_sizes_text below for three and five). */
 static const char* sizes_text(char* buf, size_t n, size_t v1, size_t v2) {
   if (v1 == v2) {
     snprintf(buf, n, "%zu (version 1)", v1);
   } else {
     snprintf(buf, n, "%zu (version 1), %zu (version 2)", v1, v2);
   }
+  return buf;
+}
+
+static const char* three_sizes_text(char* buf, size_t n, size_t v1, size_t v2, size_t v3) {
+  snprintf(buf, n, "%zu (version 1), %zu (version 2), %zu (version 3)", v1, v2, v3);
   return buf;
 }
 
@@ -162,11 +174,12 @@ static void test_too_small_refused(void) {
   sp_device_t none = NULL;
   sp_pool_t p = NULL, q = NULL;
   guarded_buffer b;
-  char po_sizes[160], ho_sizes[96], st_sizes[96];
+  char po_sizes[160], ho_sizes[96], st_sizes[128];
   five_sizes_text(po_sizes, sizeof po_sizes, sizeof(pool_options_v1), sizeof(pool_options_v2),
                   sizeof(pool_options_v3), sizeof(pool_options_v4), sizeof(sp_pool_options_t));
   sizes_text(ho_sizes, sizeof ho_sizes, sizeof(sp_host_options_t), sizeof(sp_host_options_t));
-  sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1), sizeof(sp_pool_statistics_t));
+  three_sizes_text(st_sizes, sizeof st_sizes, sizeof(pool_statistics_v1),
+                   sizeof(pool_statistics_v2), sizeof(sp_pool_statistics_t));
   OK(sp_device_default_pool(d, &p));
 
   fill_guard(&b);
@@ -210,8 +223,9 @@ static void test_too_small_refused(void) {
   OK(sp_device_destroy(d));
 }
 
-/* A caller built against the first version of the statistics, and one whose struct ends before
- * the last field: the library writes the first version's fields and nothing past them. */
+/* Callers built against the first and the second version of the statistics, and one whose struct
+ * ends before version 2's last field: the library writes the fields of the version the caller's
+ * struct covers whole, and nothing past them. */
 static void test_older_statistics(void) {
   sp_device_t d = checking_device_with_delay(0);
   sp_stream_t s = NULL;
@@ -239,6 +253,12 @@ static void test_older_statistics(void) {
   OK(sp_pool_get_statistics(p, &b.statistics));
   UNTOUCHED_FROM(&b, sizeof(pool_statistics_v1));
   CHECK(b.statistics.live_bytes >= 4096 && b.statistics.allocations == 1);
+
+  fill_guard(&b);
+  b.statistics.struct_size = sizeof(pool_statistics_v2);
+  OK(sp_pool_get_statistics(p, &b.statistics));
+  UNTOUCHED_FROM(&b, sizeof(pool_statistics_v2));
+  CHECK(b.statistics.upstream_calls >= 1);
 
   /* sp_pool_statistics_set_defaults zeroes the first version's fields only. */
   fill_guard(&b);

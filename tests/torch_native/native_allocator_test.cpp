@@ -205,6 +205,7 @@ TEST_F(NativeAllocator, RawAllocAndDeleteAreCountedExactly) {
   a.resetAccumulatedStats(0);
   a.resetPeakStats(0);
   ASSERT_EQ(stats().allocation[all].current, 0) << "every test frees what it allocates";
+  const sp_pool_statistics_t at_reset = pool_statistics();
 
   void* s = alloc(1000);
   void* l = alloc(3 * mib);
@@ -233,8 +234,9 @@ TEST_F(NativeAllocator, RawAllocAndDeleteAreCountedExactly) {
   const sp_pool_statistics_t ps = pool_statistics();
   EXPECT_EQ(st.reserved_bytes[all].current, i64(ps.reserved_bytes));
   EXPECT_GE(ps.reserved_bytes, sb + lb);
-  EXPECT_EQ(st.num_device_alloc, i64(ps.upstream_allocations + ps.upstream_creates));
-  EXPECT_GT(st.num_device_alloc, 0);
+  EXPECT_EQ(st.num_device_alloc, i64(ps.upstream_allocations + ps.upstream_creates -
+                                     at_reset.upstream_allocations - at_reset.upstream_creates))
+      << "the pool's driver allocations since resetAccumulatedStats";
 
   a.raw_delete(l);
   st = stats();
@@ -270,7 +272,33 @@ TEST_F(NativeAllocator, RawAllocAndDeleteAreCountedExactly) {
   EXPECT_EQ(st.allocation[all].allocated, 0);
   EXPECT_EQ(st.allocation[all].freed, 0);
   EXPECT_EQ(st.allocated_bytes[all].peak, i64(sb)) << "resetAccumulatedStats keeps the peak";
+  EXPECT_EQ(st.num_device_alloc, 0);
+  EXPECT_EQ(st.num_device_free, 0);
+  EXPECT_EQ(st.num_alloc_retries, 0);
   EXPECT_EQ(pool_statistics().live_bytes, 0u);
+}
+
+// num_alloc_retries: an allocation whose first attempt finds no memory under the pool's limit,
+// so that the pool gives its cached memory back and tries again, as PyTorch's allocator frees
+// its cache and retries cudaMalloc. Counted from the last resetAccumulatedStats.
+TEST_F(NativeAllocator, AllocationsRetriedAfterFreeingTheCacheAreCounted) {
+  cca::CUDAAllocator& a = installed();
+  installed().emptyCache({0, 0});
+  a.resetAccumulatedStats(0);
+  ASSERT_EQ(stats().num_alloc_retries, 0);
+  const std::size_t reserved = pool_statistics().reserved_bytes;
+  ASSERT_EQ(sp_pool_set_memory_limit(plugin().pool, reserved + 8 * mib), STREAMPOOL_STATUS_SUCCESS);
+  // 6 MiB of small blocks, freed: slabs that only blocks of their size class can use.
+  std::vector<void*> small_blocks;
+  for (int i = 0; i < 96; ++i) small_blocks.push_back(alloc(64 * 1024));
+  for (void* p : small_blocks) a.raw_delete(p);
+  EXPECT_EQ(stats().num_alloc_retries, 0) << "they fitted at once";
+  void* p = alloc(6 * mib);  // 6 MiB of slabs + 6 MiB > 8 MiB: only after the slabs go back
+  EXPECT_EQ(stats().num_alloc_retries, 1);
+  a.raw_delete(p);
+  EXPECT_EQ(sp_pool_set_memory_limit(plugin().pool, 0), STREAMPOOL_STATUS_SUCCESS);
+  a.resetAccumulatedStats(0);
+  EXPECT_EQ(stats().num_alloc_retries, 0);
 }
 
 TEST_F(NativeAllocator, FreedBlocksAreReusedOnTheirStream) {
