@@ -24,7 +24,8 @@ torch.backends.cuda.matmul.allow_tf32 = False
 STEPS = 20
 config = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 gen = torch.Generator().manual_seed(1)
-batches = [torch.randint(0, config.vocab_size, (4, 256), generator=gen).cuda() for _ in range(STEPS)]
+batches = [torch.randint(0, config.vocab_size, (4, 256), generator=gen).cuda()
+           for _ in range(STEPS)]
 
 
 def make():
@@ -80,8 +81,9 @@ torch.cuda.synchronize()
 e = torch.stack(eager).double()
 c = torch.stack(captured).double()
 rel = ((e - c).abs() / e.abs()).max().item()
-print("GPT-2 losses, eager:   ", [round(v, 6) for v in e.tolist()[:4]], "...", round(e[-1].item(), 6))
-print("GPT-2 losses, replayed:", [round(v, 6) for v in c.tolist()[:4]], "...", round(c[-1].item(), 6))
+for name, losses in (("eager:   ", e), ("replayed:", c)):
+    print("GPT-2 losses,", name, [round(v, 6) for v in losses.tolist()[:4]], "...",
+          round(losses[-1].item(), 6))
 print("bit for bit:", torch.equal(e, c), "max relative difference:", rel)
 assert rel < 1e-5, rel
 print("gpu gpt2 graph ok")

@@ -1,6 +1,8 @@
 """GPU smoke test of the native allocator (work in progress, issue 44). Usage, on a GPU machine,
 from the source tree: PYTHONPATH=python python tests/torch_native/gpu_smoke.py (enable() builds the
 native allocator on first use)."""
+import os
+import pickle
 import time
 
 import torch
@@ -56,6 +58,15 @@ print(torch.cuda.memory_summary()[:400])
 from torch.cuda import _memory_viz
 html = _memory_viz.segment_plot(snap)
 assert len(html) > 1000
+# STREAMPOOL_VIZ_OUT=DIR keeps the pages (and the snapshots) for check_memory_viz.py, which
+# renders them in headless Chromium where it is installed.
+viz_out = os.environ.get("STREAMPOOL_VIZ_OUT")
+if viz_out:
+    os.makedirs(viz_out, exist_ok=True)
+    with open(os.path.join(viz_out, "segments.html"), "w", encoding="utf-8") as f:
+        f.write(html)
+    with open(os.path.join(viz_out, "segments.pickle"), "wb") as f:
+        pickle.dump(snap, f)
 print(_memory_viz.segsum(snap)[:600])
 # _record_memory_history: the trace of a few allocations, drawn by _memory_viz.trace_plot.
 torch.cuda.memory._record_memory_history(max_entries=1000)
@@ -66,6 +77,12 @@ actions = [e["action"] for e in snap["device_traces"][torch.cuda.current_device(
 assert actions.count("alloc") >= 3 and actions.count("free_completed") >= 3, actions
 frames = [e for e in snap["device_traces"][torch.cuda.current_device()] if e.get("frames")]
 print("history:", len(actions), "entries,", len(frames), "with Python frames")
-assert len(_memory_viz.trace_plot(snap)) > 1000
+html = _memory_viz.trace_plot(snap)
+assert len(html) > 1000
+if viz_out:
+    with open(os.path.join(viz_out, "trace.html"), "w", encoding="utf-8") as f:
+        f.write(html)
+    with open(os.path.join(viz_out, "trace.pickle"), "wb") as f:
+        pickle.dump(snap, f)
 torch.cuda.memory._record_memory_history(enabled=None)
 print("gpu smoke ok", torch.cuda.memory_stats()["allocated_bytes.all.peak"])
