@@ -5,7 +5,12 @@
 // so any path of the pool that still tried one would fail these tests.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstddef>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -91,6 +96,54 @@ TEST_P(Capture, WhereOnlyAWaitWouldDoItIsOutOfMemory) {
   // The same request after the capture waits for a's work and succeeds.
   void* q = p_.allocate(b_, 24 * MiB);
   p_.deallocate(b_, q);
+}
+
+// Captures begin and end on one thread while two others allocate and free on their own streams
+// (each reusing what the other freed, behind waits) and a third trims: a capture may begin
+// between any decision of the pool and the driver call it leads to. No call the capture forbids
+// may reach the backend then: record and the waits would throw logic_error here, and the give-backs
+// fail an assertion (backend.hpp, outside_capture).
+TEST_P(Capture, CapturesThatBeginWhileOtherThreadsAllocateFreeAndTrim) {
+  sp::backend& be = d_.get_backend();
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::mutex first_error_mu;
+  std::string first_error;
+  const auto worker = [&](sp::stream& s, unsigned seed) {
+    std::vector<void*> held;
+    unsigned x = seed;
+    try {
+      for (int i = 0; !stop.load(std::memory_order_relaxed) || i < 200; ++i) {
+        x = x * 1103515245u + 12345u;
+        held.push_back(p_.allocate(s, sizes[(x >> 8) % sizes.size()]));
+        if (held.size() > 6) {
+          for (void* q : held) p_.deallocate(s, q);
+          held.clear();
+        }
+      }
+    } catch (const std::exception& e) {
+      errors.fetch_add(1);
+      const std::lock_guard lock(first_error_mu);
+      if (first_error.empty()) first_error = e.what();
+    }
+    for (void* q : held) p_.deallocate(s, q);
+  };
+  std::thread on_a(worker, std::ref(a_), 1u);
+  std::thread on_b(worker, std::ref(b_), 2u);
+  std::thread trimmer([&] {
+    while (!stop.load(std::memory_order_relaxed)) (void)p_.trim();
+  });
+  for (int i = 0; i < 300; ++i) {
+    be.begin_capture();
+    std::this_thread::yield();
+    be.end_capture();
+    std::this_thread::yield();
+  }
+  stop = true;
+  on_a.join();
+  on_b.join();
+  trimmer.join();
+  EXPECT_EQ(errors.load(), 0) << first_error;
 }
 
 INSTANTIATE_TEST_SUITE_P(PathsAndSharing, Capture,

@@ -83,12 +83,14 @@
 // these six either.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "streampool/error.hpp"
 #include "streampool/export.hpp"
@@ -197,13 +199,58 @@ class STREAMPOOL_EXPORT backend {
   /// waiting, and gives nothing back until the capture ends (docs/torch.md, "CUDA graphs").
   /// Growth (allocate, reserve, create_physical, map) stays allowed. Counted: captures on several
   /// streams nest.
+  ///
+  /// Another thread may begin a capture at any moment, so "not capturing, therefore ask the
+  /// driver" is decided under an outside_capture scope: while one is held, begin_capture() waits
+  /// for it to end, so the decision and the calls it leads to cannot straddle the start of a
+  /// capture. query, record and the waits take one themselves; the pool takes one around each
+  /// decision to wait, record or give memory back.
   /// @{
+
+  /// outside_capture()'s scope (see there). Move-only; ends where it is destroyed.
+  class [[nodiscard]] outside_capture_scope {
+   public:
+    outside_capture_scope() noexcept = default;  ///< holds nothing (false)
+    outside_capture_scope(outside_capture_scope&& other) noexcept
+        : owner_(std::exchange(other.owner_, nullptr)),
+          stripe_(other.stripe_),
+          nested_(other.nested_) {}
+    outside_capture_scope& operator=(outside_capture_scope&& other) noexcept {
+      if (this != &other) {
+        release();
+        owner_ = std::exchange(other.owner_, nullptr);
+        stripe_ = other.stripe_;
+        nested_ = other.nested_;
+      }
+      return *this;
+    }
+    outside_capture_scope(const outside_capture_scope&) = delete;
+    outside_capture_scope& operator=(const outside_capture_scope&) = delete;
+    ~outside_capture_scope() { release(); }
+    explicit operator bool() const noexcept { return owner_ != nullptr; }
+
+   private:
+    friend class backend;
+    outside_capture_scope(const backend* owner, std::size_t stripe, bool nested) noexcept
+        : owner_(owner), stripe_(stripe), nested_(nested) {}
+    void release() noexcept;
+
+    const backend* owner_ = nullptr;
+    std::size_t stripe_ = 0;
+    bool nested_ = false;  // inside another scope of this thread on owner_: counted there
+  };
+  /// Waits until no outside_capture scope of another thread is held, then counts the capture.
+  /// A thread that holds one itself must not call this (it would wait for itself: an assertion).
   void begin_capture() noexcept;
   /// @throws logic_error when no capture is under way
   void end_capture();
   [[nodiscard]] bool capturing() const noexcept {
     return captures_.load(std::memory_order_acquire) != 0;
   }
+  /// A scope that holds (true) when no capture is under way, and keeps one from beginning until
+  /// it ends; empty (false) during a capture. Nested scopes of one thread on one backend hold
+  /// without looking again. Cheap: two atomic operations on a line of the calling thread's.
+  [[nodiscard]] outside_capture_scope outside_capture() const noexcept;
   /// @}
 
   [[nodiscard]] void* allocate(std::size_t bytes);
@@ -246,13 +293,25 @@ class STREAMPOOL_EXPORT backend {
 
   /// Throws logic_error naming `what` when !usable_in_this_process().
   void check_process(const char* what) const;
-  /// Throws logic_error naming `what` while a stream capture is under way (begin_capture).
-  void check_not_capturing(const char* what) const;
+  /// An outside_capture scope for the call `what`; throws logic_error naming it while a stream
+  /// capture is under way (begin_capture).
+  [[nodiscard]] outside_capture_scope check_not_capturing(const char* what) const;
 
   std::string name_;
   backend_caps caps_;
   std::uint64_t fork_generation_;  // the process's fork count when this backend was made
   std::atomic<int> captures_{0};   // stream captures under way (begin_capture)
+  std::atomic<int> entering_{0};   // begin_capture calls waiting for the scopes to end
+  // outside_capture scopes held now, in stripes by thread so that threads share no written line.
+  // Invariant: a scope counts in its stripe from before it reads entering_ == 0 and captures_ == 0
+  // until it ends, and begin_capture counts entering_ before it reads the stripes (all
+  // sequentially consistent): one of the two sees the other. captures_ grows only once the
+  // stripes are clear, so capturing() stays false while any scope is held.
+  static constexpr std::size_t capture_stripes = 16;
+  struct alignas(64) capture_stripe {
+    std::atomic<int> held{0};
+  };
+  mutable std::array<capture_stripe, capture_stripes> outside_{};
 };
 
 }  // namespace streampool

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <thread>
 
 #include "core/page_map.hpp"
 
@@ -149,7 +150,67 @@ backend::backend(std::string name, backend_caps caps)
                                     name_.c_str(), caps_.vm_granularity, caps_.granularity));
 }
 
-void backend::begin_capture() noexcept { captures_.fetch_add(1, std::memory_order_acq_rel); }
+namespace {
+
+/// The outside_capture scope this thread holds (the outermost), and how many are nested in it.
+struct held_scope {
+  const backend* on = nullptr;
+  int depth = 0;
+};
+thread_local held_scope held;
+
+/// This thread's stripe of a backend's scope counts.
+std::size_t my_stripe(std::size_t stripes) {
+  static std::atomic<std::size_t> next{0};
+  thread_local const std::size_t mine = next.fetch_add(1, std::memory_order_relaxed);
+  return mine % stripes;
+}
+
+}  // namespace
+
+backend::outside_capture_scope backend::outside_capture() const noexcept {
+  if (held.on == this) {
+    ++held.depth;
+    return {this, 0, /*nested=*/true};
+  }
+  const std::size_t stripe = my_stripe(capture_stripes);
+  std::atomic<int>& count = outside_[stripe].held;
+  count.fetch_add(1, std::memory_order_seq_cst);
+  if (entering_.load(std::memory_order_seq_cst) != 0 ||
+      captures_.load(std::memory_order_seq_cst) != 0) {
+    count.fetch_sub(1, std::memory_order_release);
+    return {};
+  }
+  if (held.on == nullptr) held = {this, 1};
+  return {this, stripe, /*nested=*/false};
+}
+
+void backend::outside_capture_scope::release() noexcept {
+  if (owner_ == nullptr) return;
+  if (nested_) {
+    --held.depth;
+  } else {
+    if (held.on == owner_) held = {};
+    owner_->outside_[stripe_].held.fetch_sub(1, std::memory_order_release);
+  }
+  owner_ = nullptr;
+}
+
+void backend::begin_capture() noexcept {
+  STREAMPOOL_BACKEND_ASSERT(
+      held.on != this,
+      detail::format("%s: begin_capture while this thread holds an outside_capture scope (it "
+                     "would wait for itself)",
+                     name_.c_str()));
+  entering_.fetch_add(1, std::memory_order_seq_cst);
+  // Every scope taken before the count above ends; any taken after it sees the count and holds
+  // nothing. A scope lasts one decision and its driver calls.
+  for (const capture_stripe& s : outside_) {
+    while (s.held.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+  captures_.fetch_add(1, std::memory_order_seq_cst);
+  entering_.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 void backend::end_capture() {
   int n = captures_.load(std::memory_order_acquire);
@@ -159,11 +220,13 @@ void backend::end_capture() {
   } while (!captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel));
 }
 
-void backend::check_not_capturing(const char* what) const {
-  STREAMPOOL_EXPECTS(!capturing(),
+backend::outside_capture_scope backend::check_not_capturing(const char* what) const {
+  outside_capture_scope scope = outside_capture();
+  STREAMPOOL_EXPECTS(scope,
                      detail::format("%s: %s while a stream capture is under way on the device "
                                     "(the capture would fail: begin_capture in backend.hpp)",
                                     name_.c_str(), what));
+  return scope;
 }
 
 void* backend::allocate(std::size_t bytes) {
@@ -227,7 +290,7 @@ void backend::submit(native_queue q, const command& c) {
 
 native_marker backend::record(native_queue q) {
   check_process("record");
-  check_not_capturing("record");
+  const outside_capture_scope scope = check_not_capturing("record");
   STREAMPOOL_EXPECTS(q != nullptr, detail::format("%s: record on a null queue", name_.c_str()));
   native_marker m = do_record(q);
   STREAMPOOL_EXPECTS(m != nullptr,
@@ -239,20 +302,21 @@ bool backend::query(native_marker m) {
   check_process("query");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: query of a null marker", name_.c_str()));
   // A capture under way: not asked, so not complete (what completed is learnt after it).
-  if (capturing()) return false;
+  const outside_capture_scope scope = outside_capture();
+  if (!scope) return false;
   return do_query(m);
 }
 
 void backend::wait_host(native_marker m) {
   check_process("wait_host");
-  check_not_capturing("wait_host");
+  const outside_capture_scope scope = check_not_capturing("wait_host");
   STREAMPOOL_EXPECTS(m != nullptr, detail::format("%s: wait_host on a null marker", name_.c_str()));
   do_wait_host(m);
 }
 
 void backend::wait_device(native_queue q, native_marker m) {
   check_process("wait_device");
-  check_not_capturing("wait_device");
+  const outside_capture_scope scope = check_not_capturing("wait_device");
   STREAMPOOL_EXPECTS(
       q != nullptr && m != nullptr,
       detail::format("%s: wait_device of queue %s on marker %s: both must be "

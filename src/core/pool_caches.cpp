@@ -92,7 +92,8 @@ void* pool_state::try_steal(stream_ref s, std::size_t cls) {
   // also moves the rest of the bin's older half to the shared list, where s's next misses find
   // it without visiting again (stream_cache::try_steal).
   // During a stream capture nothing may wait (backend.hpp, begin_capture): grow instead.
-  if (backend_->capturing()) return nullptr;
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return nullptr;
   const timeline* me = &s.get_timeline();
   for (auto& c : caches()) {
     if (c->timeline_id() == me->id()) continue;
@@ -132,7 +133,10 @@ bool pool_state::drain_idle_caches(const timeline& me) {
         });
     // Markers are lazy: without one, nothing says that the idle stream's work on these chunks
     // is done, and another stream would take them only behind a wait.
-    if (line && !backend_->capturing()) (void)line->marker_for(latest);
+    if (line) {
+      const backend::outside_capture_scope no_capture = backend_->outside_capture();
+      if (no_capture) (void)line->marker_for(latest);
+    }
   }
   return drained;
 }

@@ -107,11 +107,15 @@ void* pool_state::allocate_large(stream_ref s, std::size_t bytes) {
       return grow_virtual(s, cache, size, first);
     });
     if (reserved_now_.load(std::memory_order_relaxed) > options_.release_threshold &&
-        !backend_->capturing() && !options_.keep_memory) {
-      const std::lock_guard growth(growth_mu_);
-      const std::size_t reserved = reserved_now_.load();
-      if (reserved > options_.release_threshold)
-        release_free_granules(reserved - options_.release_threshold);
+        !options_.keep_memory) {
+      // Nothing goes back during a stream capture (backend.hpp, begin_capture).
+      const backend::outside_capture_scope no_capture = backend_->outside_capture();
+      if (no_capture) {
+        const std::lock_guard growth(growth_mu_);
+        const std::size_t reserved = reserved_now_.load();
+        if (reserved > options_.release_threshold)
+          release_free_granules(reserved - options_.release_threshold);
+      }
     }
     return p;
   }
@@ -195,6 +199,7 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
   token_set waits;
   std::uintptr_t start = 0;
   bool wait = false;  // picked behind pending work: hand_out_large counts the reuse
+  backend::outside_capture_scope no_capture;  // held from a decision to wait to the wait
   {
     // Another stream's idle shard is borrowed: its bias stays for the stream it is given to.
     std::unique_lock lock(sh.mu, std::defer_lock);
@@ -236,7 +241,8 @@ void* pool_state::take_free_large(stream_ref s, stream_cache& cache, large_shard
     }
     if (pick == nullptr) pick = ready;
     // Never behind a wait during a stream capture (backend.hpp, begin_capture).
-    wait = pick == nullptr && pending_ok && fallback != nullptr && !backend_->capturing();
+    wait = pick == nullptr && pending_ok && fallback != nullptr &&
+           (no_capture = backend_->outside_capture());
     if (wait) pick = fallback;
     if (pick == nullptr) return nullptr;
     // Only a block behind a wait needs its tokens past take(): copying them for every reuse was a
@@ -366,7 +372,8 @@ void pool_state::record_use_large(large_range& r, void* p, const token& use) {
 void pool_state::mark_free_large(const timeline* skip, const large_shard* own, large_reach reach) {
   // The latest point per timeline over every free block not known complete: one marker each.
   // None during a stream capture (backend.hpp, begin_capture).
-  if (backend_->capturing()) return;
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return;
   token_set pending;
   for (const auto& sh : shards_) {
     if (own != nullptr && !within_reach(*own, *sh, reach)) continue;

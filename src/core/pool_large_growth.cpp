@@ -193,6 +193,11 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
   bool marked = false;  // mark_free_large() ran for this growth
 
   for (;;) {
+    // During a stream capture nothing may wait or be unmapped (backend.hpp, begin_capture): a
+    // window behind a wait is no window, and nothing is remapped below. Decided once per pass,
+    // under a scope that keeps a capture from beginning until the pass's driver calls are done.
+    const backend::outside_capture_scope no_capture = backend_->outside_capture();
+    const bool capturing = !no_capture;
     std::vector<granule_run> sources, targets;
     std::vector<native_physical> moved;
     arena_block* b = nullptr;
@@ -222,9 +227,6 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
       // Neighbours kept apart while their streams' work was pending merge once it is known
       // complete: whole granules under them become remappable, and windows larger.
       own.arena.coalesce(/*force=*/false);
-      // During a stream capture nothing may wait or be unmapped (backend.hpp, begin_capture):
-      // a window behind a wait is no window, and nothing is remapped below.
-      const bool capturing = backend_->capturing();
       std::optional<block_arena::window> w = own.arena.best_window(size, ready);
       if (!w || w->pending || w->map_granules > 0) {
         // A window in another stream's shard that needs less mapping (or no wait) wins: memory

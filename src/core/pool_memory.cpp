@@ -176,7 +176,9 @@ void* pool_state::reclaim_and_retry(std::size_t bytes, const std::function<void*
 }
 
 bool pool_state::wait_cached_work() {
-  if (backend_->capturing()) return false;  // no waiting during a stream capture
+  // No waiting during a stream capture (backend.hpp, begin_capture); none begins meanwhile.
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return false;
   flush_caches();
   token_set pending;
   for (auto& l : shared_) {

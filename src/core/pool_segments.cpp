@@ -56,7 +56,9 @@ void* pool_state::grow_segment(stream_ref s, stream_cache& cache, std::size_t si
 
 void pool_state::give_back_free_segments() {
   // Nothing goes back to the driver during a stream capture (backend.hpp, begin_capture).
-  if (backend_->capturing() || options_.keep_memory) return;
+  if (options_.keep_memory) return;
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return;
   std::vector<std::pair<large_range*, token_set>> whole;
   for (const auto& sh : shards_) {
     std::lock_guard lock(sh->mu);

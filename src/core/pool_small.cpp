@@ -297,6 +297,7 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls, bool pending_o
   class_list& l = shared_[cls];
   free_chunk taken{nullptr, nullptr, {}};
   bool fresh = false;
+  backend::outside_capture_scope no_capture;  // held from a decision to wait to the wait
   {
     std::lock_guard lock(l.mu);
     auto& v = l.chunks;
@@ -321,7 +322,8 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls, bool pending_o
     // 3. A freed chunk whose work may still run: reuse it behind a device-side wait rather than
     //    growing the pool. The oldest is the likeliest to be done by the time the wait runs.
     //    Never during a stream capture: nothing may wait then (backend.hpp, begin_capture).
-    if (taken.p == nullptr && pending_ok && !v.empty() && !backend_->capturing()) {
+    if (taken.p == nullptr && pending_ok && !v.empty() &&
+        (no_capture = backend_->outside_capture())) {
       taken = std::move(v.front());
       v.front() = std::move(v.back());
       v.pop_back();

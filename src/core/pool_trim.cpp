@@ -28,7 +28,8 @@ void pool_state::forget_orphaned_caches_locked() {
 
 std::size_t pool_state::trim() {
   // Nothing goes back to the driver during a stream capture (backend.hpp, begin_capture).
-  if (backend_->capturing()) return 0;
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return 0;
   flush_caches();
   std::vector<segment*> release;
   for (std::size_t cls = 0; cls < max_classes; ++cls) {

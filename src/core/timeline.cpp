@@ -95,7 +95,8 @@ void timeline::mark_now_and_then(std::uint32_t blocks, std::size_t bytes, std::u
   if (since < every && freed < bytes_between && bytes < bytes_between / 4) return;
   // A capture under way: no marker now (backend.hpp); the counts keep growing, so the first free
   // after it marks.
-  if (backend_->capturing()) return;
+  const backend::outside_capture_scope no_capture = backend_->outside_capture();
+  if (!no_capture) return;
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || queue_ == nullptr) return;
   blocks_since_mark_.store(0, std::memory_order_relaxed);
