@@ -54,15 +54,13 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
 #ifdef SP_C_API_CUDA
     streampool::cuda_shared_memory s =
         streampool::cuda_share(ordinal, ptr, bytes, b.caps().vm_granularity);
-    if (s.fds.size() > fd_capacity) {
+    if (s.fds.size() > fd_capacity || (!s.fds.empty() && fds == nullptr)) {
+      // Refused: the descriptors exported for the caller are closed, not leaked.
       for (const int fd : s.fds) (void)::close(fd);
+      require(fds, f, "fds");
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
                   format("streampool: sp_cuda_share: [%p, +%zu) is %zu granules, fds holds %zu",
                          ptr, bytes, s.fds.size(), fd_capacity)};
-    }
-    if (s.fds.size() > 0 && fds == nullptr) {
-      for (const int fd : s.fds) (void)::close(fd);
-      require(fds, f, "fds");
     }
     *kind = s.what == streampool::cuda_shared_memory::kind::allocation ? SP_CUDA_SHARED_ALLOCATION
                                                                        : SP_CUDA_SHARED_GRANULES;

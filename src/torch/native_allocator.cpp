@@ -731,7 +731,9 @@ class allocator final : public cca::CUDAAllocator {
     } else {
       p = default_alloc(st, n, device, stream, pp, private_size);
     }
-    st.pool_made.store(true, std::memory_order_relaxed);
+    // Written once, not at every allocation: the line is read by every thread's allocations.
+    if (!st.pool_made.load(std::memory_order_relaxed)) [[unlikely]]
+      st.pool_made.store(true, std::memory_order_relaxed);
     const block b{n, private_size, device, stream, pp};
     blocks_.insert(p, b);
     {
