@@ -45,7 +45,7 @@ def parse():
     ap = argparse.ArgumentParser()
     ap.add_argument("--allocator", required=True,
                     choices=["native", "async", "expandable", "streampool", "streampool-noipc",
-                             "streampool-plugin", "floor"])
+                             "streampool-plugin", "streampool-g16", "streampool-g32", "floor"])
     ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server", "resnet50-graph", "gpt2-compile"])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
@@ -70,10 +70,13 @@ elif ARGS.allocator == "expandable":
 import torch  # noqa: E402  (after PYTORCH_CUDA_ALLOC_CONF)
 
 # streampool's variants: the default (the native allocator), the same with granules not made
-# exportable (what sharing between processes costs), and the plug-in path.
+# exportable (what sharing between processes costs), with 16 or 32 MiB granules of virtual memory
+# instead of 8 (what the granule costs or saves), and the plug-in path.
 STREAMPOOL = ARGS.allocator.startswith("streampool")
 if ARGS.allocator == "streampool-noipc":
     os.environ["STREAMPOOL_CUDA_IPC"] = "0"
+elif ARGS.allocator.startswith("streampool-g"):
+    os.environ["STREAMPOOL_CUDA_VM_GRANULARITY"] = str(int(ARGS.allocator[len("streampool-g"):]) << 20)
 if STREAMPOOL:
     sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
     import streampool.torch  # noqa: E402
