@@ -86,6 +86,54 @@ TEST_P(Capture, NothingWaitsNothingGoesBackAndTheStreamsOwnMemoryIsReused) {
   free_all(a_, allocate_all(a_));
 }
 
+TEST_P(Capture, AStreamDestroyedDuringACaptureRetiresWhenTheLastCaptureEnds) {
+  // Its retirement records a marker and waits for it, neither of which a capture allows: it
+  // used to end the process from the destructor. Now it waits for the capture, and so does its
+  // queue, and what it cached goes back to the pool then.
+  sp::backend& be = d_.get_backend();
+  std::size_t reserved = 0;
+  be.begin_capture();
+  be.begin_capture();  // two at once: the last end_capture retires it
+  {
+    sp::stream c(d_);
+    be.end_capture();
+    be.begin_capture();
+    free_all(c, allocate_all(c));  // grown during the capture, cached by c
+    reserved = p_.statistics().reserved_bytes;
+  }
+  EXPECT_EQ(p_.trim(), 0u) << "nothing goes back during a capture";
+  be.end_capture();
+  EXPECT_EQ(p_.statistics().host_waits, 0u) << "not retired while one capture is still under way";
+  be.end_capture();
+  // Retired: its work waited for, its blocks free of pending work, reused by b at once.
+  std::vector<void*> on_b = allocate_all(b_);
+  EXPECT_EQ(p_.statistics().reserved_bytes, reserved);
+  EXPECT_EQ(p_.statistics().waited_reuses, 0u);
+  free_all(b_, on_b);
+}
+
+TEST(CaptureDeferred, WorkRunsNowOutsideACaptureElseWhenTheLastOneEnds) {
+  const sp::device d(sp::make_host_backend());
+  sp::backend& be = d.get_backend();
+  std::vector<int> ran;
+  be.run_outside_capture([&] { ran.push_back(1); });
+  EXPECT_EQ(ran, std::vector<int>{1});
+  be.begin_capture();
+  be.begin_capture();
+  be.run_outside_capture([&] {
+    EXPECT_FALSE(be.capturing());
+    ran.push_back(2);
+  });
+  be.run_outside_capture([&] { throw sp::logic_error("the first failure"); });
+  be.run_outside_capture([&] { ran.push_back(3); });
+  be.end_capture();
+  EXPECT_EQ(ran, std::vector<int>{1});
+  // Every deferred piece runs, in order; the first failure reaches end_capture's caller.
+  EXPECT_THROW(be.end_capture(), sp::logic_error);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3}));
+  EXPECT_FALSE(be.capturing());
+}
+
 TEST_P(Capture, WhereOnlyAWaitWouldDoItIsOutOfMemory) {
   free_all(a_, allocate_all(a_));
   // No room to grow: b could only reuse a's memory, behind a wait.

@@ -87,10 +87,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "streampool/error.hpp"
 #include "streampool/export.hpp"
@@ -251,6 +254,12 @@ class STREAMPOOL_EXPORT backend {
   /// it ends; empty (false) during a capture. Nested scopes of one thread on one backend hold
   /// without looking again. Cheap: two atomic operations on a line of the calling thread's.
   [[nodiscard]] outside_capture_scope outside_capture() const noexcept;
+  /// Runs `work` under an outside_capture scope: now when no capture is under way, else when the
+  /// last capture ends, on the thread that ends it. For what must record or wait and may be
+  /// neither refused nor failed: a stream destroyed during a capture retires after it
+  /// (stream::~stream). What `work` throws reaches the caller that runs it (the first of
+  /// several, after all ran).
+  void run_outside_capture(std::function<void()> work);
   /// @}
 
   [[nodiscard]] void* allocate(std::size_t bytes);
@@ -312,6 +321,11 @@ class STREAMPOOL_EXPORT backend {
     std::atomic<int> held{0};
   };
   mutable std::array<capture_stripe, capture_stripes> outside_{};
+  // Work that waits for the last capture to end (run_outside_capture). captures_ reaches 0 only
+  // under this lock, and work is put here only while captures_ > 0 is read under it: none is left
+  // behind by an end_capture that ran meanwhile.
+  std::mutex deferred_mu_;
+  std::vector<std::function<void()>> deferred_;
 };
 
 }  // namespace streampool

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <limits>
 #include <thread>
 
@@ -213,11 +214,45 @@ void backend::begin_capture() noexcept {
 }
 
 void backend::end_capture() {
-  int n = captures_.load(std::memory_order_acquire);
-  do {
-    STREAMPOOL_EXPECTS(
-        n > 0, detail::format("%s: end_capture with no stream capture under way", name_.c_str()));
-  } while (!captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel));
+  std::vector<std::function<void()>> deferred;
+  {
+    const std::lock_guard lock(deferred_mu_);
+    int n = captures_.load(std::memory_order_acquire);
+    do {
+      STREAMPOOL_EXPECTS(
+          n > 0, detail::format("%s: end_capture with no stream capture under way", name_.c_str()));
+    } while (!captures_.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel));
+    if (n == 1) deferred.swap(deferred_);
+  }
+  // Each again through run_outside_capture: another capture may begin meanwhile.
+  std::exception_ptr first;
+  for (auto& work : deferred) {
+    try {
+      run_outside_capture(std::move(work));
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void backend::run_outside_capture(std::function<void()> work) {
+  for (;;) {
+    if (const outside_capture_scope scope = outside_capture()) {
+      work();
+      return;
+    }
+    {
+      const std::lock_guard lock(deferred_mu_);
+      if (captures_.load(std::memory_order_acquire) > 0) {
+        deferred_.push_back(std::move(work));
+        return;
+      }
+    }
+    // A capture is beginning (begin_capture waits for scopes): it either counts soon, and the
+    // work waits for its end, or gives up its turn.
+    std::this_thread::yield();
+  }
 }
 
 backend::outside_capture_scope backend::check_not_capturing(const char* what) const {

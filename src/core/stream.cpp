@@ -1,6 +1,7 @@
 #include "streampool/stream.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -48,9 +49,20 @@ stream& stream::operator=(stream&& other) noexcept {
 stream::~stream() {
   if (!state_) return;
   // Waits for the stream's work, makes every token on it complete, and hands its cached blocks
-  // back to their pools: after this nothing anywhere can reach the queue.
-  native_queue q = state_->line->retire();
-  if (state_->owns_queue) state_->dev.get_backend().destroy_queue(q);
+  // back to their pools: after this nothing anywhere can reach the queue. Neither the marker nor
+  // the wait is allowed while a capture is under way on the device (backend.hpp, begin_capture),
+  // so a stream that owns its queue retires when the last capture ends, keeping the queue until
+  // then. A wrapped queue is its owner's to destroy once we return, so its retirement cannot
+  // wait: during a capture it throws logic_error, which ends the process here (release() throws
+  // the same error to its caller instead).
+  if (!state_->owns_queue) {
+    (void)state_->line->retire();
+    return;
+  }
+  backend& b = state_->dev.get_backend();
+  b.run_outside_capture([s = std::shared_ptr<detail::stream_state>(std::move(state_))] {
+    s->dev.get_backend().destroy_queue(s->line->retire());
+  });
 }
 
 void stream::release() {
