@@ -1,4 +1,4 @@
-"""CUDA graphs with the native allocator, on a GPU (issue 44, work in progress). Usage, from the
+"""CUDA graphs with the native allocator, on a GPU (issue 44). Usage, from the
 source tree: PYTHONPATH=python python tests/torch_native/gpu_graphs.py
 
 1. A captured training step (forward, backward, optimizer) replayed 20 times gives the losses of

@@ -1,4 +1,4 @@
-"""GPU smoke test of the native allocator (work in progress, issue 44). Usage, on a GPU machine,
+"""GPU smoke test of the native allocator (issue 44). Usage, on a GPU machine,
 from the source tree: PYTHONPATH=python python tests/torch_native/gpu_smoke.py (enable() builds the
 native allocator on first use)."""
 import os

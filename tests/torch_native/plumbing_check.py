@@ -1,4 +1,4 @@
-"""CPU-only plumbing check of the native allocator (work in progress, issue 44) through torch's
+"""CPU-only plumbing check of the native allocator (issue 44) through torch's
 Python bindings: installed through sp_torch_native_install, they reach it (name, statistics with
 every key PyTorch fills, clear errors for what is not built yet). Needs `import torch` to work
 (torch's CUDA libraries installed, no GPU); CI cannot, and runs tests/torch_native/*_test.cpp
