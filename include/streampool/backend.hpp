@@ -111,6 +111,10 @@ using native_physical = void*;
 /// must cover whole pages.)
 inline constexpr std::size_t min_pool_granularity = std::size_t{64} << 10;
 
+/// Which runtime a backend drives. Code that must know (a native stream's type, a handle's
+/// format) asks this, never the name, which is for people.
+enum class backend_kind : std::uint8_t { other, host, cuda, opencl, level_zero };
+
 /// What a backend can do; read by the pool and the array layer instead of #ifdefs.
 struct backend_caps {
   bool device_wait = true;             ///< wait_device enqueues a device-side wait (no host block)
@@ -120,8 +124,9 @@ struct backend_caps {
   bool virtual_memory = false;         ///< reserve/map/unmap and physical granules are available
   /// Virtual memory: the granule, the unit of physical memory and of mapping (a multiple of
   /// granularity). Coarser granules cost memory at the edges of what is mapped; finer ones cost
-  /// speed (on the H200, GPT-2 training ran slower on 2 MiB granules than on 8 MiB ones).
+  /// driver calls (docs/large-blocks.md).
   std::size_t vm_granularity = 0;
+  backend_kind kind = backend_kind::other;  ///< the runtime (a test's own backend: other)
 };
 
 /// A copy between two places, either of which may be host memory.
@@ -184,6 +189,7 @@ class STREAMPOOL_EXPORT backend {
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] const backend_caps& caps() const noexcept { return caps_; }
+  [[nodiscard]] backend_kind kind() const noexcept { return caps_.kind; }
   /// False in a child process that fork() made after this backend: its queues, workers and
   /// driver state belong to the parent (CUDA's own rule: a child must not use a context made
   /// before the fork). There, every operation that would reach the device throws logic_error

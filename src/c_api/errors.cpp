@@ -92,4 +92,6 @@ sp_status_t sp_get_version(int* major, int* minor, int* patch) {
   });
 }
 
+uint64_t sp_max_allocation_bytes(void) { return STREAMPOOL_MAX_ALLOCATION_BYTES; }
+
 }  // extern "C"

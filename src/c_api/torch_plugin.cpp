@@ -33,9 +33,11 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "allocation_registry.hpp"
+#include "core/support/environment.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
 #include "streampool/error.hpp"
@@ -55,6 +57,7 @@ using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::require;
 namespace sp = streampool;
+namespace env = streampool::detail::environment;
 
 struct plugin_device {
   sp::device dev;
@@ -72,8 +75,7 @@ std::atomic<bool> conservative{false};
 std::shared_ptr<sp::backend> make_backend(int ordinal) {
   // Tests without a GPU drive the plug-in on the host backend (checking mode: the race detector
   // sees every command), with host queues as the "native streams".
-  const char* which = std::getenv("STREAMPOOL_TORCH_BACKEND");
-  if (which != nullptr && std::strcmp(which, "host") == 0) {
+  if (env::text(env::variable::torch_backend) == "host") {
     return sp::make_host_backend({.checking = true});
   }
 #if STREAMPOOL_TORCH_CUDA
@@ -86,24 +88,13 @@ std::shared_ptr<sp::backend> make_backend(int ordinal) {
 }
 
 /// The plug-in pool's options: large blocks per stream unless STREAMPOOL_TORCH_PER_STREAM says
-/// 0, false, off or no (1, true, on, yes or unset: per stream; anything else is reported).
+/// 0, false, off or no.
 sp::pool_options plugin_options() {
   sp::pool_options o;
-  o.share_between_streams = false;  // the default, said here because the plug-in depends on it
   // No shelf: training keeps the tightest placement (best fit, no class rounding), which is its
   // memory lead (docs/large-blocks.md, "The shelf").
   o.large_cache_bytes = 0;
-  const char* v = std::getenv("STREAMPOOL_TORCH_PER_STREAM");
-  if (v == nullptr) return o;
-  const std::string value = v;
-  if (value == "0" || value == "false" || value == "off" || value == "no") {
-    o.share_between_streams = true;
-  } else if (value != "1" && value != "true" && value != "on" && value != "yes") {
-    std::fprintf(stderr,
-                 "streampool: torch plug-in: STREAMPOOL_TORCH_PER_STREAM=\"%s\" is not one of 0, "
-                 "false, off, no, 1, true, on, yes; large blocks stay per stream\n",
-                 v);
-  }
+  o.share_between_streams = !env::flag(env::variable::torch_per_stream, true);
   return o;
 }
 
@@ -127,9 +118,9 @@ void start_recording(plugin_device& d, const std::string& path) {
 /// stderr, and the program runs on without the trace.
 void start_env_trace(plugin_device& d, int ordinal) {
   static int traced = 0;  // pools recording so far; guarded by devices_mu
-  const char* path = std::getenv("STREAMPOOL_TORCH_TRACE");
-  if (path == nullptr || *path == '\0') return;
-  const std::string file = trace_file(path, traced, ordinal);
+  const std::optional<std::string> path = env::text(env::variable::torch_trace);
+  if (!path) return;
+  const std::string file = trace_file(path->c_str(), traced, ordinal);
   try {
     start_recording(d, file);
     ++traced;

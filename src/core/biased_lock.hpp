@@ -53,6 +53,7 @@
 #include <unistd.h>
 #endif
 
+#include "core/support/environment.hpp"
 #include "spinlock.hpp"
 #include "streampool/error.hpp"
 
@@ -90,9 +91,13 @@ inline bool register_for_membarrier() noexcept {
 [[nodiscard]] inline bool asymmetric_fences_available() noexcept {
 #if defined(__linux__)
   static const bool available = [] {
-    const char* env = std::getenv("STREAMPOOL_BIASED_LOCKS");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-    return register_for_membarrier();
+    bool wanted = true;
+    try {
+      wanted = environment::flag(environment::variable::biased_locks, true);
+    } catch (const std::exception& e) {  // noexcept here: say so, keep the default
+      std::fprintf(stderr, "%s; the stream caches' locks stay biased\n", e.what());
+    }
+    return wanted && register_for_membarrier();
   }();
   return available;
 #else

@@ -14,11 +14,12 @@
 
 #include "pool_state.hpp"
 #include "streampool/error.hpp"
+#include "streampool/limits.h"
 
 namespace streampool::detail {
 namespace {
 
-constexpr std::size_t max_request = std::size_t{1} << 48;  // beyond any device's memory
+constexpr std::size_t max_request = STREAMPOOL_MAX_ALLOCATION_BYTES;
 
 /// A chunk's state byte turns free; returns what it was (already free: a double free).
 [[gnu::always_inline]] inline std::uint8_t free_state(std::atomic<std::uint8_t>& state) noexcept {

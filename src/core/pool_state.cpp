@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/support/environment.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::detail {
@@ -25,17 +26,6 @@ std::vector<pool_state*>& registry() {
   return *r;
 }
 
-std::size_t env_limit(const backend& b) {
-  const char* text = std::getenv("STREAMPOOL_MEMORY_LIMIT");
-  if (text == nullptr || *text == '\0') return 0;
-  try {
-    return parse_memory_limit(text, b.caps().total_memory);
-  } catch (const logic_error& e) {
-    // Name the variable: the pool is made far from where the environment was set.
-    STREAMPOOL_FAIL(format("STREAMPOOL_MEMORY_LIMIT: %s", e.what()));
-  }
-}
-
 }  // namespace
 
 pool_state::pool_state(const device& d, pool_options options)
@@ -44,7 +34,8 @@ pool_state::pool_state(const device& d, pool_options options)
       device_id_(d.id()),
       backend_(d.backend_ptr()),
       options_(options),
-      limit_(options.memory_limit != 0 ? options.memory_limit : env_limit(*backend_)),
+      limit_(options.memory_limit != 0 ? options.memory_limit
+                                       : environment::memory_limit(backend_->caps().total_memory)),
       virtual_large_(options.virtual_memory && backend_->caps().virtual_memory),
       slab_pages_(backend_->caps().granularity) {
   // The arenas leave free blocks smaller than any large request out of their size index, and

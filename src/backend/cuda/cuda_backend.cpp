@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/support/environment.hpp"
 #include "driver.hpp"
 #include "driver_calls.hpp"
 #include "staging_ring.hpp"
@@ -34,6 +35,7 @@ namespace streampool {
 namespace {
 
 namespace cu = detail::cu;
+namespace environment = detail::environment;
 using cu::check;
 using cu::context_scope;
 using cu::failure;
@@ -46,17 +48,6 @@ constexpr std::size_t default_granularity = std::size_t{2} << 20;  // 2 MiB: the
 /// in another, noisier one, and 8 MiB kept the least memory (bench/RESULTS.md).
 constexpr std::size_t default_vm_granularity = std::size_t{8} << 20;
 
-/// A size from the environment (bytes): a power of two multiple of 2 MiB, else `fallback`.
-std::size_t size_from_env(const char* name, std::size_t fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  const std::size_t g = std::strtoull(text, nullptr, 0);
-  if (g < default_granularity || (g & (g - 1)) != 0) {
-    throw logic_error(std::string("cuda: ") + name + "=" + text +
-                      " must be a power of two of at least 2 MiB");
-  }
-  return g;
-}
 constexpr std::size_t staging_capacity = std::size_t{32} << 20;
 constexpr std::size_t max_idle_events = 1024;
 
@@ -100,8 +91,7 @@ cu::mem_allocation_prop device_memory(cu::device dev) {
 /// Whether the pool may map granules on this device: the driver has the calls, the device says
 /// it supports them, its minimum granule divides ours, and STREAMPOOL_CUDA_VIRTUAL_MEMORY is not 0.
 bool virtual_memory_usable(const cu::driver& d, cu::device dev, std::size_t vm_granularity) {
-  const char* env = std::getenv("STREAMPOOL_CUDA_VIRTUAL_MEMORY");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  if (!environment::flag(environment::variable::cuda_virtual_memory, true)) return false;
   if (!d.has_virtual_memory()) return false;
   int supported = 0;
   if (d.device_get_attribute(&supported, cu::attribute_virtual_memory, dev) != cu::success ||
@@ -117,8 +107,7 @@ bool virtual_memory_usable(const cu::driver& d, cu::device dev, std::size_t vm_g
 /// Whether granules are made exportable: the driver can share memory and STREAMPOOL_CUDA_IPC is
 /// not 0 (what it costs: docs/torch.md).
 bool exportable_by_default(const cu::driver& d) {
-  const char* env = std::getenv("STREAMPOOL_CUDA_IPC");
-  return d.has_sharing() && (env == nullptr || std::strcmp(env, "0") != 0);
+  return d.has_sharing() && environment::flag(environment::variable::cuda_ipc, true);
 }
 
 class cuda_backend final : public backend {
@@ -127,7 +116,8 @@ class cuda_backend final : public backend {
                std::size_t vm_granularity)
       : backend("cuda",
                 backend_caps{/*device_wait=*/true, /*host_accessible=*/false, default_granularity,
-                             total, virtual_memory_usable(d, dev, vm_granularity), vm_granularity}),
+                             total, virtual_memory_usable(d, dev, vm_granularity), vm_granularity,
+                             backend_kind::cuda}),
         granularity_(default_granularity),
         granule_(vm_granularity),
         d_(d),
@@ -518,7 +508,8 @@ std::shared_ptr<backend> make_cuda_backend(int ordinal) {
   try {
     return std::make_shared<cuda_backend>(
         d, ordinal, dev, ctx, total,
-        size_from_env("STREAMPOOL_CUDA_VM_GRANULARITY", default_vm_granularity));
+        environment::power_of_two_bytes(environment::variable::cuda_vm_granularity,
+                                        default_vm_granularity, default_granularity));
   } catch (...) {
     (void)d.primary_ctx_release(dev);
     throw;

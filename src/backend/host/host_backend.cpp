@@ -92,6 +92,7 @@ class host_backend final : public backend {
     backend_caps c;
     c.device_wait = o.device_wait;
     c.host_accessible = true;
+    c.kind = backend_kind::host;
     c.granularity = o.granularity;
     c.total_memory = o.total_memory;
     c.virtual_memory = o.virtual_memory;

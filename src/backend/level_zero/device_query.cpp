@@ -6,24 +6,10 @@
 #include <cstring>
 
 #include "check.hpp"
+#include "core/support/environment.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::detail::ze {
-namespace {
-
-/// A size from the environment (bytes): a power of two of at least `min`, else `fallback`.
-std::size_t size_from_env(const char* name, std::size_t fallback, std::size_t min) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  const std::size_t g = std::strtoull(text, nullptr, 0);
-  if (g < min || (g & (g - 1)) != 0) {
-    throw logic_error(std::string("level_zero: ") + name + "=" + text +
-                      " must be a power of two of at least " + std::to_string(min) + " bytes");
-  }
-  return g;
-}
-
-}  // namespace
 
 /// Every device of every driver, in the loader's order.
 std::vector<device_location> enumerate(const driver& d) {
@@ -106,11 +92,11 @@ device_facts query_facts(const driver& d, device_location loc, ze_context_handle
 
   // Virtual memory: on unless STREAMPOOL_LEVEL_ZERO_VIRTUAL_MEMORY=0 or the driver cannot say
   // its page size; the granule must be a power of two multiple of the driver's page.
-  const char* env = std::getenv("STREAMPOOL_LEVEL_ZERO_VIRTUAL_MEMORY");
-  const std::size_t granule = size_from_env("STREAMPOOL_LEVEL_ZERO_VM_GRANULARITY",
-                                            default_vm_granularity, allocation_granularity);
+  const std::size_t granule =
+      environment::power_of_two_bytes(environment::variable::level_zero_vm_granularity,
+                                      default_vm_granularity, allocation_granularity);
   std::size_t page = 0;
-  if ((env == nullptr || std::strcmp(env, "0") != 0) &&
+  if (environment::flag(environment::variable::level_zero_virtual_memory, true) &&
       d.virtual_mem_query_page_size(ctx, loc.dev, granule, &page) == ZE_RESULT_SUCCESS &&
       page != 0 && (page & (page - 1)) == 0) {
     f.vm_granule = std::max(granule, page);

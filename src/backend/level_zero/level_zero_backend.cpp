@@ -107,9 +107,10 @@ class level_zero_backend final : public backend {
  public:
   level_zero_backend(const ze::driver& d, int ordinal, device_location loc, ze_context_handle_t ctx,
                      const device_facts& facts)
-      : backend("level_zero", backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
-                                           allocation_granularity, facts.total_memory,
-                                           facts.vm_granule != 0, facts.vm_granule}),
+      : backend("level_zero",
+                backend_caps{/*device_wait=*/true, /*host_accessible=*/false,
+                             allocation_granularity, facts.total_memory, facts.vm_granule != 0,
+                             facts.vm_granule, backend_kind::level_zero}),
         d_(d),
         ordinal_(ordinal),
         drv_(loc.drv),

@@ -108,7 +108,7 @@ class opencl_backend final : public backend {
   opencl_backend(const ocl::api& a, int ordinal, std::unique_ptr<context_holder> ctx,
                  ocl::device_traits dev, std::size_t total)
       : backend("opencl", backend_caps{/*device_wait=*/true, /*host_accessible=*/false, granularity,
-                                       total, /*virtual_memory=*/false, 0}),
+                                       total, /*virtual_memory=*/false, 0, backend_kind::opencl}),
         a_(a),
         ordinal_(ordinal),
         holder_(std::move(ctx)),
