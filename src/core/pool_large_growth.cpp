@@ -7,6 +7,7 @@
 // growth, and frees, are pool_large.cpp's.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "pool_state.hpp"
 #include "streampool/error.hpp"
@@ -171,17 +172,304 @@ std::size_t pool_state::release_free_granules(std::size_t bytes) {
   return released;
 }
 
+/// One growth across its passes (grow_virtual): the request, the reach it may take memory from,
+/// the physical granules created for it or left spare, and whether the free blocks in reach were
+/// marked yet.
+struct pool_state::growth {
+  stream_ref s;
+  stream_cache& cache;
+  std::size_t size;
+  large_reach reach;
+  large_shard& own;
+  const timeline* me;
+  std::vector<native_physical>& fresh;
+  bool marked = false;     // mark_free_large() ran for this reach
+  bool capturing = false;  // this pass runs while a stream capture may be under way
+  [[nodiscard]] bool ready(const arena_block& b) const { return all_ready_for(b.tokens, me); }
+};
+
+/// One pass's plan, under the locks of the shards it touches until it is committed: the window,
+/// its shard (target) and the granules remapped into it (sources, from the donors).
+struct pool_state::growth_plan {
+  explicit growth_plan(large_shard& own) : own_lock(own.mu), target(&own) {}
+  std::unique_lock<biased_lock> own_lock;
+  std::unique_lock<biased_lock> target_lock;  // target's, when it is not own
+  // Other shards whose granules the plan remaps, locked until it is committed (only a growth
+  // holds two shard locks; large_shard.hpp).
+  std::vector<std::pair<large_shard*, std::unique_lock<biased_lock>>> donors;
+  large_shard* target;
+  std::optional<block_arena::window> window;
+  std::vector<granule_run> sources;
+  void unlock_all() {
+    donors.clear();
+    if (target_lock.owns_lock()) target_lock.unlock();
+    if (own_lock.owns_lock()) own_lock.unlock();
+  }
+};
+
+/// A committed plan, for the driver calls made with no shard lock held: the live block b covers
+/// [extent_lo, extent_hi), of which the request gets [window, window + size).
+struct pool_state::growth_commit {
+  large_shard* target = nullptr;
+  std::vector<granule_run> sources, targets;
+  std::vector<native_physical> moved;  // the sources' handles, then the fresh ones
+  arena_block* b = nullptr;
+  std::uintptr_t window = 0, extent_lo = 0, extent_hi = 0;
+  token_set waits;
+  bool fresh_memory = false;
+};
+
+bool pool_state::plan_window(growth& gr, growth_plan& plan) {
+  const auto ready = [&gr](const arena_block& b) { return gr.ready(b); };
+  // Neighbours kept apart while their streams' work was pending merge once it is known complete:
+  // whole granules under them become remappable, and windows larger.
+  gr.own.arena.coalesce(/*force=*/false);
+  std::optional<block_arena::window>& w = plan.window;
+  w = gr.own.arena.best_window(gr.size, ready);
+  if (!w || w->pending || w->map_granules > 0) {
+    // A window in another stream's shard that needs less mapping (or no wait) wins: memory next
+    // to free memory there is cheaper than a fresh frontier here. The block then lives in that
+    // shard; growth is rare, so few blocks do.
+    const auto better = [](const block_arena::window& a, const block_arena::window& b) {
+      return a.pending != b.pending ? !a.pending : a.map_granules < b.map_granules;
+    };
+    for (std::size_t i = 1; i < shard_count; ++i) {
+      large_shard& other = *shards_[(gr.own.index + i) % shard_count];
+      if (!within_reach(gr.own, other, gr.reach)) continue;
+      auto other_lock = borrow_lock(other.mu);  // an idle shard: its bias stays unclaimed
+      other.arena.coalesce(/*force=*/false);
+      std::optional<block_arena::window> ow = other.arena.best_window(gr.size, ready);
+      if (ow && (!w || better(*ow, *w))) {
+        w = std::move(ow);
+        plan.target = &other;
+        plan.target_lock = std::move(other_lock);  // and the previous target's lock goes
+      }
+    }
+  }
+  // During a stream capture nothing may wait (backend.hpp): a window behind a wait is no window.
+  if (w && w->pending && gr.capturing) w.reset();
+  return w.has_value();
+}
+
+std::size_t pool_state::plan_remaps(growth& gr, growth_plan& plan, std::size_t need) {
+  const std::size_t g = vm_granule();
+  std::size_t have = gr.fresh.size();
+  // Remap only beyond the slack; past a budget of remaps, each remapped granule raises the
+  // slack, so that remapping settles (docs/large-blocks.md, "Remapping").
+  const std::size_t reserved = reserved_now_.load(std::memory_order_relaxed);
+  const std::size_t live_peak = std::max(peak_live_.load(std::memory_order_relaxed),
+                                         policy_peak_floor_.load(std::memory_order_relaxed));
+  const std::size_t free_remaps = live_peak / remap_budget_divisor;
+  const std::size_t slack =
+      live_peak / remap_slack_divisor + (remapped_ > free_remaps ? remapped_ - free_remaps : 0);
+  if (reserved + need * g <= live_peak + slack || gr.capturing || options_.keep_memory) {
+    return have;
+  }
+  // The stream's own shard first, then the others': memory is the pool's, not a shard's. Never
+  // from under the window's own chain.
+  for (std::size_t i = 0; i < shard_count && have < need; ++i) {
+    large_shard& sh = *shards_[(gr.own.index + i) % shard_count];
+    if (!within_reach(gr.own, sh, gr.reach)) continue;
+    std::unique_lock<biased_lock> sh_lock;
+    if (&sh != &gr.own && &sh != plan.target) sh_lock = borrow_lock(sh.mu);
+    const bool window_here = &sh == plan.target;
+    std::vector<granule_run> more =
+        complete_free_granules(sh, need - have, window_here ? plan.window->chain_start : 0,
+                               window_here ? plan.window->chain_end : 0);
+    if (more.empty()) continue;
+    for (const granule_run& r : more) have += (r.to - r.from) / g;
+    plan.sources.insert(plan.sources.end(), more.begin(), more.end());
+    if (sh_lock.owns_lock()) plan.donors.emplace_back(&sh, std::move(sh_lock));
+  }
+  return have;
+}
+
+pool_state::growth_step pool_state::when_short(growth& gr, std::size_t missing) {
+  // 1. Other streams' free memory may be complete without a marker that says so (markers are
+  //    lazy). Mark it and plan again. Not this stream's own: it reuses that with no wait anyway.
+  if (!gr.marked) {
+    mark_free_large(gr.me, &gr.own, gr.reach);
+    gr.marked = true;
+    return {};
+  }
+  // 2. A free block that fits behind a device-side wait saves the growth; a wait couples the two
+  //    streams, so it is taken only here.
+  if (void* p = take_free_any(gr.s, gr.cache, gr.size, /*pending_ok=*/true, /*split_big=*/true,
+                              /*try_only=*/false, gr.reach)) {
+    return {p, false};
+  }
+  // 3. Neighbours kept apart because different streams' work on them is pending may fit
+  //    together; merged, the block waits for both.
+  bool merged = false;
+  for (const auto& sh : shards_) {
+    if (!within_reach(gr.own, *sh, gr.reach)) continue;
+    const auto relock = borrow_lock(sh->mu);
+    merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
+  }
+  if (merged) {
+    if (void* p = take_free_any(gr.s, gr.cache, gr.size, /*pending_ok=*/true, /*split_big=*/true,
+                                /*try_only=*/false, gr.reach)) {
+      return {p, false};
+    }
+  }
+  // 4. New memory within the cap (growth_cap), then plan again.
+  bool refused = !growth_allowed(gr.reach, missing * vm_granule());
+  if (!refused) {
+    std::vector<native_physical> more = create_physical(missing);
+    refused = more.size() != missing;  // the upstream refused part of it
+    gr.fresh.insert(gr.fresh.end(), more.begin(), more.end());
+  }
+  if (!refused) return {};
+  // 5. Refused per stream: the reach widens to every stream's free memory, keeping what was
+  //    created, and the shards now in reach are marked.
+  if (gr.reach == large_reach::own_and_idle) {
+    gr.reach = large_reach::every_shard;
+    gr.marked = false;
+    return {};
+  }
+  // 6. Refused: what was created goes back now, for the reclaim ladder's retry and for whoever
+  //    catches the out-of-memory error.
+  release_physical(gr.fresh);
+  return {nullptr, true};
+}
+
+bool pool_state::growth_allowed(large_reach reach, std::size_t bytes) const {
+  // More than the device holds or the limit allows, with what is reserved now, cannot be created:
+  // refused before creating any. Per stream the release threshold counts as a limit too (memory
+  // past it would go back at once, and the other streams would create theirs again).
+  const std::size_t reserved_now = reserved_now_.load(std::memory_order_relaxed);
+  const std::size_t total = backend_->caps().total_memory;
+  const std::size_t limit = limit_.load(std::memory_order_relaxed);
+  const std::size_t cap = reach == large_reach::every_shard ? limit
+                          : limit == 0                      ? options_.release_threshold
+                                       : std::min(limit, options_.release_threshold);
+  return !(total != 0 && bytes > total - std::min(total, reserved_now)) &&
+         !(cap != 0 && bytes > cap - std::min(cap, reserved_now));
+}
+
+pool_state::growth_commit pool_state::commit_growth(growth& gr, growth_plan& plan) {
+  const std::size_t g = vm_granule();
+  const block_arena::window& w = *plan.window;
+  growth_commit c;
+  c.target = plan.target;
+  c.sources = std::move(plan.sources);
+  // What the block waits for: the work on the mapped pieces under the window. Not the joined
+  // holder's tokens: mapping a hole merges it with free mapped neighbours whose work does not
+  // touch the extent (and a capture allows no needless wait: backend.hpp).
+  token_set window_waits;
+  for (const arena_block* p : w.pieces)
+    if (p->state == block_state::mapped)
+      for (const token& t : p->tokens) merge_token(window_waits, t);
+  // The sources become unmapped, the window mapped and live.
+  c.window = w.start;
+  block_arena& arena = c.target->arena;
+  const auto runs = arena.granules_to_map(w, gr.size);
+  for (const auto& sh : shards_) {  // each shard's lock is held if it gives any
+    std::vector<granule_run> theirs;
+    for (const granule_run& r : c.sources)
+      if (r.range->shard == sh.get()) theirs.push_back(r);
+    if (theirs.empty()) continue;
+    std::vector<native_physical> h = detach_granules(*sh, theirs);
+    c.moved.insert(c.moved.end(), h.begin(), h.end());
+  }
+  plan.donors.clear();
+  remapped_ += c.moved.size() * g;  // raises the slack once past the budget: see remapped_
+  // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may delete
+  // them, but never another unmapped piece (a mapped one lies between).
+  std::vector<arena_block*> holes;
+  for (arena_block* p : w.pieces)
+    if (p->state == block_state::unmapped) holes.push_back(p);
+  const arena_range* range = w.pieces.front()->range;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    arena_block* mapped =
+        arena.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
+    c.targets.push_back(
+        {static_cast<large_range*>(mapped->range->owner), runs[i].first, runs[i].second});
+  }
+  // Until the device has mapped them, the new granules are out of everyone's reach, also their
+  // parts outside the window: the whole extent is taken live now, and what lies around the window
+  // is freed once it is mapped. Joined, the block waits for all its pieces.
+  c.extent_lo = c.targets.empty() ? c.window : std::min(c.window, c.targets.front().from);
+  c.extent_hi =
+      c.targets.empty() ? c.window + gr.size : std::max(c.window + gr.size, c.targets.back().to);
+  arena_block* holder = arena.join(block_arena::block_at(*range, c.extent_lo), c.extent_hi);
+  STREAMPOOL_ASSERT(holder->start <= c.extent_lo && c.extent_hi <= holder->end());
+  c.waits = std::move(window_waits);
+  c.b = arena.take(holder, c.extent_lo, c.extent_hi - c.extent_lo, gr.cache.timeline_id());
+  c.fresh_memory = !c.targets.empty();
+  plan.unlock_all();
+  return c;
+}
+
+void* pool_state::map_growth(growth& gr, growth_commit& c) {
+  const std::size_t g = vm_granule();
+  unmap_runs(c.sources);
+  c.moved.insert(c.moved.end(), gr.fresh.begin(), gr.fresh.end());
+  gr.fresh.clear();
+  std::size_t used = 0, mapped_runs = 0;
+  STREAMPOOL_ASSERT(std::accumulate(c.targets.begin(), c.targets.end(), std::size_t{0},
+                                    [g](std::size_t n, const granule_run& t) {
+                                      return n + (t.to - t.from) / g;
+                                    }) <= c.moved.size());
+  for (const granule_run& t : c.targets) {
+    const std::size_t n = (t.to - t.from) / g;
+    if (!backend_->map(to_ptr(t.from),
+                       std::span<const native_physical>(c.moved).subspan(used, n))) {
+      break;
+    }
+    ++mapped_runs;
+    upstream_maps_.fetch_add(n, std::memory_order_relaxed);
+    const auto lock = borrow_lock(c.target->mu);
+    large_range* r = t.range;
+    const std::size_t first = (t.from - to_addr(r->base)) / g;
+    if (r->handles.size() < first + n) r->handles.resize(first + n, nullptr);
+    std::copy_n(c.moved.begin() + static_cast<std::ptrdiff_t>(used), n,
+                r->handles.begin() + static_cast<std::ptrdiff_t>(first));
+    used += n;
+    std::lock_guard seg(segments_mu_);
+    map_.insert(to_ptr(t.from), t.to - t.from, r);
+  }
+  // What was not mapped: spares beyond this growth's need stay spare; after a failed map, all of
+  // it goes back.
+  gr.fresh.assign(c.moved.begin() + static_cast<std::ptrdiff_t>(used), c.moved.end());
+  if (mapped_runs < c.targets.size()) {
+    unmap_failed(gr, c, mapped_runs);
+    return nullptr;
+  }
+  bool deferred = false;  // a reuse behind pending work: hand_out_large counts it
+  {
+    const auto lock = borrow_lock(c.target->mu);
+    if (c.extent_lo != c.window || c.extent_hi != c.window + gr.size) {
+      // Mapped now: the parts around the window become free (behind the same waits).
+      arena_block* f = c.target->arena.release(c.b, c.waits);
+      c.b = c.target->arena.take(f, c.window, gr.size, gr.cache.timeline_id());
+    }
+    deferred = !c.fresh_memory && !all_ready_for(c.waits, gr.me);
+    if (!deferred) count_large_out(*c.target, c.fresh_memory, /*waits=*/false);
+  }
+  return hand_out_large(gr.s, gr.cache, c.window, gr.size, c.waits, deferred ? c.target : nullptr);
+}
+
+void pool_state::unmap_failed(growth& gr, growth_commit& c, std::size_t mapped_runs) {
+  release_physical(gr.fresh);
+  // The device refused a mapping (out of memory for its page tables): free the window and mark
+  // what has no memory behind it unmapped again; the reclaim ladder goes on from there.
+  const auto lock = borrow_lock(c.target->mu);
+  c.target->arena.release(c.b, c.waits);
+  for (std::size_t i = mapped_runs; i < c.targets.size(); ++i) {
+    const granule_run& t = c.targets[i];
+    arena_block* holder = block_arena::block_at(*t.range->arena, t.from);
+    STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped);
+    c.target->arena.change_state(holder, t.from, t.to, block_state::unmapped);
+  }
+}
+
 void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t size,
                                large_reach reach) {
-  large_shard& own = *shards_[cache.shard()];
-  const std::size_t g = vm_granule();
-  const timeline* me = &s.get_timeline();
-  const auto ready = [me](const arena_block& b) { return all_ready_for(b.tokens, me); };
   // One growth at a time: the arena may say "unmapped" ahead of the device only while this is
-  // held, and the driver calls below run under it (never under a shard's lock, which frees
-  // take).
-  const std::lock_guard growth(growth_mu_);
-  // Created before the plan is committed (or left over from an earlier growth); what this growth
+  // held, and the driver calls run under it (never under a shard's lock, which frees take).
+  const std::lock_guard growth_lock(growth_mu_);
+  // Created before a plan is committed (or left over from an earlier growth); what this growth
   // does not map stays spare for the next one.
   std::vector<native_physical> fresh = std::move(spare_physical_);
   spare_physical_.clear();
@@ -190,282 +478,39 @@ void* pool_state::grow_virtual(stream_ref s, stream_cache& cache, std::size_t si
     std::vector<native_physical>& handles;
     ~keep_unused() { spare = std::move(handles); }
   } unused{spare_physical_, fresh};
-  bool marked = false;  // mark_free_large() ran for this growth
-
+  growth gr{s, cache, size, reach, *shards_[cache.shard()], &s.get_timeline(), fresh};
   for (;;) {
-    // During a stream capture nothing may wait or be unmapped (backend.hpp, begin_capture): a
-    // window behind a wait is no window, and nothing is remapped below. Decided once per pass,
-    // under a scope that keeps a capture from beginning until the pass's driver calls are done.
+    // Nothing may wait or be unmapped during a capture (backend.hpp, begin_capture). Decided
+    // once per pass, under a scope that keeps a capture from beginning until the pass's driver
+    // calls are done.
     const backend::outside_capture_scope no_capture = backend_->outside_capture();
-    const bool capturing = !no_capture;
-    std::vector<granule_run> sources, targets;
-    std::vector<native_physical> moved;
-    arena_block* b = nullptr;
-    std::uintptr_t window = 0, extent_lo = 0, extent_hi = 0;
-    token_set waits;
-    bool fresh_memory = false;
+    gr.capturing = !no_capture;
     // Shelved blocks within reach go into their arenas first: growth plans over all the free
     // memory it may use (large_shelf.hpp). Once per pass: the reach may have widened.
-    empty_shelves(&own, reach);
+    empty_shelves(&gr.own, gr.reach);
     // Another thread may have freed a fitting block while this one waited for growth_mu_.
     if (void* p = take_free_any(s, cache, size, /*pending_ok=*/false, /*split_big=*/true,
-                                /*try_only=*/false, reach)) {
+                                /*try_only=*/false, gr.reach)) {
       return p;
     }
-    large_shard* target = &own;  // the shard whose range the window is in
-    {
-      std::unique_lock lock(own.mu);
-      std::unique_lock<biased_lock> target_lock;  // target's, when it is not own
-      // Other shards whose complete free granules this plan remaps: locked until it is committed
-      // (only a growth holds two shard locks; large_shard.hpp).
-      std::vector<std::pair<large_shard*, std::unique_lock<biased_lock>>> donors;
-      const auto unlock_all = [&] {
-        donors.clear();
-        if (target_lock.owns_lock()) target_lock.unlock();
-        lock.unlock();
-      };
-      // Neighbours kept apart while their streams' work was pending merge once it is known
-      // complete: whole granules under them become remappable, and windows larger.
-      own.arena.coalesce(/*force=*/false);
-      std::optional<block_arena::window> w = own.arena.best_window(size, ready);
-      if (!w || w->pending || w->map_granules > 0) {
-        // A window in another stream's shard that needs less mapping (or no wait) wins: memory
-        // next to free memory there is cheaper than a fresh frontier here. The block then lives
-        // in that shard; growth is rare, so few blocks do.
-        const auto better = [](const block_arena::window& a, const block_arena::window& b) {
-          return a.pending != b.pending ? !a.pending : a.map_granules < b.map_granules;
-        };
-        for (std::size_t i = 1; i < shard_count; ++i) {
-          large_shard& other = *shards_[(own.index + i) % shard_count];
-          if (!within_reach(own, other, reach)) continue;
-          auto other_lock = borrow_lock(other.mu);  // an idle shard: its bias stays unclaimed
-          other.arena.coalesce(/*force=*/false);
-          std::optional<block_arena::window> ow = other.arena.best_window(size, ready);
-          if (ow && (!w || better(*ow, *w))) {
-            w = std::move(ow);
-            target = &other;
-            target_lock = std::move(other_lock);  // and the previous target's lock goes
-          }
-        }
-      }
-      if (w && w->pending && capturing) w.reset();
-      if (!w) {
-        unlock_all();
-        if (!reserve_range(own, size)) return nullptr;
-        continue;
-      }
-      const std::size_t need = w->map_granules;
-      if (need > fresh.size()) {
-        // Remap only beyond the slack: below it, new memory is cheaper in the long run. A remap
-        // moves memory from where a later request of the same step will want it back, so a
-        // program that needs one remap per step would remap every step, forever (the GPT-2
-        // trace did: 27 granules a step); a little memory created once ends that. A program
-        // whose layout never repeats (random sizes, or threads that interleave differently every
-        // time) would remap forever beyond any fixed slack, so once the remaps add up to a fifth
-        // of peak live, each further remapped granule raises the slack by one: a granule is moved
-        // once, and what is needed again is created. Reserved memory then settles where the
-        // program's fragmentation does (the mixed pattern: 31,000 driver calls per 200,000 steps
-        // with the fixed slack; converging to none, at 1.3x peak live). A layout that repeats
-        // settles within the budget: raising the slack from the first remap let the GPT-2
-        // training trace create 760 MiB (10% of peak live) rather than remap 155 more granules.
-        const std::size_t reserved = reserved_now_.load(std::memory_order_relaxed);
-        const std::size_t live_peak = std::max(peak_live_.load(std::memory_order_relaxed),
-                                               policy_peak_floor_.load(std::memory_order_relaxed));
-        const std::size_t free_remaps = live_peak / remap_budget_divisor;
-        const std::size_t slack = live_peak / remap_slack_divisor +
-                                  (remapped_ > free_remaps ? remapped_ - free_remaps : 0);
-        std::size_t have = fresh.size();
-        if (reserved + need * g > live_peak + slack && !capturing && !options_.keep_memory) {
-          // The stream's own shard first, then the others': memory is the pool's, not a shard's.
-          // Never from under the window's own chain.
-          for (std::size_t i = 0; i < shard_count && have < need; ++i) {
-            large_shard& sh = *shards_[(own.index + i) % shard_count];
-            if (!within_reach(own, sh, reach)) continue;
-            std::unique_lock<biased_lock> sh_lock;
-            if (&sh != &own && &sh != target) sh_lock = borrow_lock(sh.mu);
-            const bool window_here = &sh == target;
-            std::vector<granule_run> more = complete_free_granules(
-                sh, need - have, window_here ? w->chain_start : 0, window_here ? w->chain_end : 0);
-            if (more.empty()) continue;
-            for (const granule_run& r : more) have += (r.to - r.from) / g;
-            sources.insert(sources.end(), more.begin(), more.end());
-            if (sh_lock.owns_lock()) donors.emplace_back(&sh, std::move(sh_lock));
-          }
-        }
-        if (have < need && !marked) {
-          // Other streams' free memory may be complete without a marker that says so (markers
-          // are lazy, and a program that synchronises its streams itself records none). Mark it
-          // and plan again: what has finished is remappable, and needs no wait, by this growth or
-          // the next. Not this stream's own: it reuses that with no wait anyway, and remapping
-          // it moves memory away from where its next request of the same size wants it back
-          // (on the GPT-2 trace: 4 granules more at the peak, and remaps in step 2).
-          unlock_all();
-          mark_free_large(me, &own, reach);
-          marked = true;
-          continue;
-        }
-        if (have < need) {
-          // New memory would be needed. A free block that fits behind a device-side wait saves
-          // that growth; a wait couples the two streams, so it is taken only here.
-          unlock_all();
-          if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
-                                      /*try_only=*/false, reach)) {
-            return p;
-          }
-          // Neighbours kept apart because different streams' work on them is pending may fit
-          // together; merged, the block waits for both. Worth it only against real growth.
-          bool merged = false;
-          for (const auto& sh : shards_) {
-            if (!within_reach(own, *sh, reach)) continue;
-            const auto relock = borrow_lock(sh->mu);
-            merged = sh->arena.coalesce(/*force=*/true) > 0 || merged;
-          }
-          if (merged) {
-            if (void* p = take_free_any(s, cache, size, /*pending_ok=*/true, /*split_big=*/true,
-                                        /*try_only=*/false, reach)) {
-              return p;
-            }
-          }
-          // More than the device holds or the limit allows, with what is reserved now, cannot be
-          // created: fail before creating any (the reclaim ladder trims and retries), instead of
-          // taking the whole device until the driver refuses, or creating granules only to
-          // release them. Per stream, the release threshold counts as a limit too (memory past
-          // it would go back at once, and the other streams would create theirs again), and a
-          // refusal first widens the reach to every stream's free memory, keeping this growth's
-          // spares (and marking the shards that come into reach).
-          const std::size_t reserved_now = reserved_now_.load(std::memory_order_relaxed);
-          const std::size_t total = backend_->caps().total_memory;
-          const std::size_t limit = limit_.load(std::memory_order_relaxed);
-          const std::size_t cap = reach == large_reach::every_shard ? limit
-                                  : limit == 0                      ? options_.release_threshold
-                                               : std::min(limit, options_.release_threshold);
-          const std::size_t to_create = (need - have) * g;
-          bool refused = (total != 0 && to_create > total - std::min(total, reserved_now)) ||
-                         (cap != 0 && to_create > cap - std::min(cap, reserved_now));
-          if (!refused) {
-            std::vector<native_physical> more = create_physical(need - have);
-            refused = more.size() != need - have;  // the upstream refused part of it
-            fresh.insert(fresh.end(), more.begin(), more.end());
-          }
-          if (refused && reach == large_reach::own_and_idle) {
-            reach = large_reach::every_shard;  // what was created stays for the wider plan
-            marked = false;                    // the shards now in reach were not marked
-            continue;
-          }
-          if (refused) {
-            // What was created goes back now, not kept spare, so that memory is free for the
-            // reclaim ladder's retry and for whoever catches the out-of-memory error.
-            release_physical(fresh);
-            return nullptr;
-          }
-          continue;  // plan again: the arena may have changed meanwhile
-        }
-      }
-      // What the block waits for: the work on the mapped pieces under the window. Not the
-      // joined holder's tokens below: mapping a hole merges it with its free mapped neighbours,
-      // whose work (another stream's, pending) does not touch the extent. Waiting for it was
-      // needless, and during a stream capture it is not allowed at all (backend.hpp).
-      token_set window_waits;
-      for (const arena_block* p : w->pieces)
-        if (p->state == block_state::mapped)
-          for (const token& t : p->tokens) merge_token(window_waits, t);
-      // Commit the plan in the arenas: the sources become unmapped, the window mapped and live.
-      const std::uintptr_t window_start = w->start;
-      window = window_start;
-      block_arena& arena = target->arena;
-      const auto runs = arena.granules_to_map(*w, size);
-      for (const auto& sh : shards_) {  // each shard's lock is held if it gives any
-        std::vector<granule_run> theirs;
-        for (const granule_run& r : sources)
-          if (r.range->shard == sh.get()) theirs.push_back(r);
-        if (theirs.empty()) continue;
-        std::vector<native_physical> h = detach_granules(*sh, theirs);
-        moved.insert(moved.end(), h.begin(), h.end());
-      }
-      donors.clear();
-      remapped_ += moved.size() * g;  // raises the slack once past the budget: see remapped_
-      // Only the unmapped pieces: mapping one merges it with its mapped neighbours, which may
-      // delete them, but never another unmapped piece (a mapped one lies between).
-      std::vector<arena_block*> holes;
-      for (arena_block* p : w->pieces)
-        if (p->state == block_state::unmapped) holes.push_back(p);
-      const arena_range* range = w->pieces.front()->range;
-      for (std::size_t i = 0; i < runs.size(); ++i) {
-        arena_block* mapped =
-            arena.change_state(holes[i], runs[i].first, runs[i].second, block_state::mapped);
-        targets.push_back(
-            {static_cast<large_range*>(mapped->range->owner), runs[i].first, runs[i].second});
-      }
-      // Until the device has mapped them, the new granules must be out of everyone's reach, also
-      // their parts outside the window (the arena already calls them mapped): the whole extent
-      // is taken live now, and what lies around the window is freed once it is mapped. Its
-      // pieces may have stayed apart (pending work of different streams): joined, the block
-      // waits for all of them.
-      extent_lo = targets.empty() ? window_start : std::min(window_start, targets.front().from);
-      extent_hi =
-          targets.empty() ? window_start + size : std::max(window_start + size, targets.back().to);
-      arena_block* holder = arena.join(block_arena::block_at(*range, extent_lo), extent_hi);
-      STREAMPOOL_ASSERT(holder->start <= extent_lo && extent_hi <= holder->end());
-      waits = std::move(window_waits);
-      b = arena.take(holder, extent_lo, extent_hi - extent_lo, cache.timeline_id());
-      fresh_memory = !targets.empty();
+    growth_plan plan(gr.own);
+    if (!plan_window(gr, plan)) {
+      plan.unlock_all();
+      if (!reserve_range(gr.own, size)) return nullptr;
+      continue;
     }
-    // Device work, under growth_mu_ only: unmap the sources, map everything into the window.
-    unmap_runs(sources);
-    moved.insert(moved.end(), fresh.begin(), fresh.end());
-    fresh.clear();
-    std::size_t used = 0, mapped_runs = 0;
-    STREAMPOOL_ASSERT(std::accumulate(targets.begin(), targets.end(), std::size_t{0},
-                                      [g](std::size_t n, const granule_run& t) {
-                                        return n + (t.to - t.from) / g;
-                                      }) <= moved.size());
-    for (const granule_run& t : targets) {
-      const std::size_t n = (t.to - t.from) / g;
-      if (!backend_->map(to_ptr(t.from),
-                         std::span<const native_physical>(moved).subspan(used, n))) {
-        break;
+    const std::size_t need = plan.window->map_granules;
+    if (need > gr.fresh.size()) {
+      const std::size_t have = plan_remaps(gr, plan, need);
+      if (have < need) {
+        plan.unlock_all();
+        const growth_step step = when_short(gr, need - have);
+        if (step.block != nullptr || step.refused) return step.block;
+        continue;  // plan again: the arena may have changed meanwhile
       }
-      ++mapped_runs;
-      upstream_maps_.fetch_add(n, std::memory_order_relaxed);
-      const auto lock = borrow_lock(target->mu);
-      large_range* r = t.range;
-      const std::size_t first = (t.from - to_addr(r->base)) / g;
-      if (r->handles.size() < first + n) r->handles.resize(first + n, nullptr);
-      std::copy_n(moved.begin() + static_cast<std::ptrdiff_t>(used), n,
-                  r->handles.begin() + static_cast<std::ptrdiff_t>(first));
-      used += n;
-      std::lock_guard seg(segments_mu_);
-      map_.insert(to_ptr(t.from), t.to - t.from, r);
     }
-    // What was not mapped: spares beyond this growth's need stay spare; after a failed map, all
-    // of it goes back.
-    fresh.assign(moved.begin() + static_cast<std::ptrdiff_t>(used), moved.end());
-    if (mapped_runs < targets.size()) {
-      release_physical(fresh);
-      // The device refused a mapping (out of memory for its page tables): free the window and
-      // mark what has no memory behind it unmapped again; the reclaim ladder goes on from there.
-      const auto lock = borrow_lock(target->mu);
-      target->arena.release(b, waits);
-      for (std::size_t i = mapped_runs; i < targets.size(); ++i) {
-        const granule_run& t = targets[i];
-        arena_block* holder = block_arena::block_at(*t.range->arena, t.from);
-        STREAMPOOL_ASSERT(holder != nullptr && holder->state == block_state::mapped);
-        target->arena.change_state(holder, t.from, t.to, block_state::unmapped);
-      }
-      return nullptr;
-    }
-    bool deferred = false;  // a reuse behind pending work: hand_out_large counts it
-    {
-      const auto lock = borrow_lock(target->mu);
-      if (extent_lo != window || extent_hi != window + size) {
-        // Mapped now: the parts around the window become free (behind the same waits).
-        arena_block* f = target->arena.release(b, waits);
-        b = target->arena.take(f, window, size, cache.timeline_id());
-      }
-      deferred = !fresh_memory && !all_ready_for(waits, me);
-      if (!deferred) count_large_out(*target, fresh_memory, /*waits=*/false);
-    }
-    return hand_out_large(s, cache, window, size, waits, deferred ? target : nullptr);
+    growth_commit c = commit_growth(gr, plan);
+    return map_growth(gr, c);
   }
 }
 

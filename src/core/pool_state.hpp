@@ -359,7 +359,35 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   void give_back_free_segments();
 
   // ---- large blocks on virtual memory (pool_large_growth.cpp) ----
+  /// A growth in named steps, pass after pass until one hands a block out or fails: plan a window
+  /// (plan_window), find granules to remap into it (plan_remaps), and when they are short, the
+  /// fallback chain (when_short: mark, wait, merge, create within the cap, widen, fail); then
+  /// commit the plan in the arenas (commit_growth) and call the driver (map_growth).
   void* grow_virtual(stream_ref s, stream_cache& cache, std::size_t size, large_reach reach);
+  struct growth;
+  struct growth_plan;
+  struct growth_commit;
+  /// when_short's outcome: a block handed out, a refusal, or neither (plan again).
+  struct growth_step {
+    void* block = nullptr;
+    bool refused = false;
+  };
+  /// The window for gr's request, in its own shard or a better one within reach, under the
+  /// plan's locks; false when there is none (a new range is needed).
+  bool plan_window(growth& gr, growth_plan& plan);
+  /// Granules to remap into the plan's window, beyond the slack; returns the granules the plan
+  /// has (gr.fresh's and the remapped ones).
+  std::size_t plan_remaps(growth& gr, growth_plan& plan, std::size_t need);
+  /// The fallback chain when a plan is `missing` granules short (no shard lock held).
+  growth_step when_short(growth& gr, std::size_t missing);
+  /// Whether `bytes` more may be created for a growth of `reach` (device size, limit, threshold).
+  [[nodiscard]] bool growth_allowed(large_reach reach, std::size_t bytes) const;
+  /// Commits the plan in the arenas and releases its locks.
+  growth_commit commit_growth(growth& gr, growth_plan& plan);
+  /// The driver calls of a committed plan (under growth_mu_ only), and the block handed out;
+  /// nullptr when the device refused a mapping (unmap_failed has undone the plan).
+  void* map_growth(growth& gr, growth_commit& c);
+  void unmap_failed(growth& gr, growth_commit& c, std::size_t mapped_runs);
   [[nodiscard]] std::size_t vm_granule() const noexcept { return backend_->caps().vm_granularity; }
   /// Reserves another virtual range of at least `bytes` for `own`; false when the address space
   /// is refused.
