@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lint: clang-format (check or fix) and clang-tidy over the sources.
 #
-#   bash scripts/lint.sh                 format check + clang-tidy
+#   bash scripts/lint.sh                 format check + clang-tidy + complexity
+#   bash scripts/lint.sh --complexity    no function in src/core over 120 lines or 30 branches
 #   bash scripts/lint.sh --format        clang-format --dry-run -Werror only
 #   bash scripts/lint.sh --fix-format    clang-format -i (rewrites files)
 #   bash scripts/lint.sh --tidy [BUILD [PATHSPEC]]
@@ -77,16 +78,29 @@ for f in sys.stdin.read().split():
   echo "tidy: ${#files[@]} files clean"
 }
 
+# Complexity (docs/design.md, "Size"): lizard, from PyPI into a venv of its own under build/.
+do_complexity() {
+  local venv=build/lizard-venv
+  if [[ ! -x ${venv}/bin/lizard ]]; then
+    "${SP_PYTHON}" -m venv "${venv}"
+    "${venv}/bin/pip" install --quiet lizard==1.24.3
+  fi
+  "${venv}/bin/lizard" --length 120 --CCN 30 --warnings_only src/core
+  echo "complexity: every function in src/core within 120 lines and 30 branches"
+}
+
 case ${mode} in
+  all | --complexity) ensure_packages python3-venv ;;&
   all | --format | --fix-format) ensure_packages clang-format ;;&
   all | --tidy) ensure_packages clang-tidy ;;&
   *) ;;
 esac
 
 case ${mode} in
-  all) do_format check; do_tidy ;;
+  all) do_format check; do_tidy; do_complexity ;;
+  --complexity) do_complexity ;;
   --format) do_format check ;;
   --fix-format) do_format fix ;;
   --tidy) do_tidy ;;
-  *) echo "usage: $0 [--format|--fix-format|--tidy [build-dir]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--format|--fix-format|--complexity|--tidy [build-dir]]" >&2; exit 2 ;;
 esac

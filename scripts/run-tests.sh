@@ -59,12 +59,12 @@ failed=()
 summaries=()
 
 run_lint() {
-  section "lint: clang-format and clang-tidy (-j${SP_JOBS})"
+  section "lint: clang-format, clang-tidy and complexity (-j${SP_JOBS})"
   if bash scripts/lint.sh all build/release; then
-    summaries+=("---- lint" "format and clang-tidy clean")
+    summaries+=("---- lint" "format, clang-tidy and complexity clean")
     return 0
   fi
-  summaries+=("---- lint" "FAILED: a format difference or a clang-tidy finding (above)")
+  summaries+=("---- lint" "FAILED: a format difference, a clang-tidy finding or a function over the complexity bound (above)")
   return 1
 }
 

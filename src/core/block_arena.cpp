@@ -404,8 +404,40 @@ void block_arena::check() const {
   }
 }
 
+std::string block_arena::find_broken_in(const arena_block& block, block_counts& n) const {
+  auto* b = const_cast<arena_block*>(&block);  // the indexes hold non-const pointers
+  switch (b->state) {
+    case block_state::live:
+      ++n.live;
+      if (find_live(b->start) != b) return broken("indexes: live block not indexed", *b);
+      break;
+    case block_state::mapped:
+      ++n.mapped;
+      if (b->size < index_min_) {
+        ++n.fragments;
+        if (mapped_.contains(b))
+          return broken("indexes: a fragment (under index_min) is in the size index", *b);
+      } else if (!mapped_.contains(b)) {
+        return broken("indexes: mapped block not indexed (or under another size or start)", *b);
+      }
+      for (std::size_t i = 0; i < b->tokens.size(); ++i)
+        for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
+          if (b->tokens[i].line == b->tokens[j].line)
+            return broken("tokens: two tokens of one timeline", *b);
+      break;
+    case block_state::unmapped:
+      ++n.unmapped;
+      if (unmapped_.count(b) == 0) return broken("indexes: unmapped block not indexed", *b);
+      if (b->start % granularity_ != 0 || b->size % granularity_ != 0)
+        return broken("unmapped: block not granule-aligned", *b);
+      if (!b->tokens.empty()) return broken("unmapped: block with tokens", *b);
+      break;
+  }
+  return {};
+}
+
 std::string block_arena::find_broken() const {
-  std::size_t mapped = 0, fragments = 0, unmapped = 0, live = 0;
+  block_counts counts;
   for (const auto& r : ranges_) {
     std::uintptr_t at = r->base;
     const arena_block* prev = nullptr;
@@ -428,34 +460,7 @@ std::string block_arena::find_broken() const {
                           .c_str(),
                       *b);
       }
-      switch (b->state) {
-        case block_state::live:
-          ++live;
-          if (find_live(b->start) != b) return broken("indexes: live block not indexed", *b);
-          break;
-        case block_state::mapped:
-          ++mapped;
-          if (b->size < index_min_) {
-            ++fragments;
-            if (mapped_.contains(const_cast<arena_block*>(b)))
-              return broken("indexes: a fragment (under index_min) is in the size index", *b);
-          } else if (!mapped_.contains(const_cast<arena_block*>(b))) {
-            return broken("indexes: mapped block not indexed (or under another size or start)", *b);
-          }
-          for (std::size_t i = 0; i < b->tokens.size(); ++i)
-            for (std::size_t j = i + 1; j < b->tokens.size(); ++j)
-              if (b->tokens[i].line == b->tokens[j].line)
-                return broken("tokens: two tokens of one timeline", *b);
-          break;
-        case block_state::unmapped:
-          ++unmapped;
-          if (unmapped_.count(const_cast<arena_block*>(b)) == 0)
-            return broken("indexes: unmapped block not indexed", *b);
-          if (b->start % granularity_ != 0 || b->size % granularity_ != 0)
-            return broken("unmapped: block not granule-aligned", *b);
-          if (!b->tokens.empty()) return broken("unmapped: block with tokens", *b);
-          break;
-      }
+      if (std::string why = find_broken_in(*b, counts); !why.empty()) return why;
     }
     if (r->first != nullptr && at != r->base + r->size) {
       return format("block arena: tiling: the blocks of range [%#zx, %#zx) end at %#zx",
@@ -463,6 +468,7 @@ std::string block_arena::find_broken() const {
                     static_cast<std::size_t>(at));
     }
   }
+  const auto [mapped, fragments, unmapped, live] = counts;
   if (mapped != mapped_count() || fragments != unindexed_ || unmapped != unmapped_.size() ||
       live != live_.size()) {
     return format(

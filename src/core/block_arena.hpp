@@ -219,6 +219,14 @@ class block_arena {
   [[nodiscard]] std::string find_broken() const;
 
  private:
+  /// find_broken's count of the blocks in each state (and of the unindexed fragments).
+  struct block_counts {
+    std::size_t mapped = 0, fragments = 0, unmapped = 0, live = 0;
+  };
+  /// find_broken for one block's state and indexes; counts it in `n`.
+  [[nodiscard]] std::string find_broken_in(const arena_block& block, block_counts& n) const;
+
+ private:
   friend struct test_access;  // tests that break an invariant on purpose (tests/unit)
 
   [[nodiscard]] std::uintptr_t round_down(std::uintptr_t a) const noexcept {

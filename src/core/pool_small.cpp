@@ -316,7 +316,7 @@ void* pool_state::try_shared_small(stream_ref s, std::size_t cls, bool pending_o
     if (taken.p == nullptr && !l.carving.empty()) {
       slab* sl = l.carving.back();
       STREAMPOOL_ASSERT_INTERNAL(sl->carved < sl->chunks);  // full slabs leave `carving`
-      taken = {sl->chunk_at(sl->carve_index(sl->carved)), sl, {}};
+      taken = {sl->chunk_at(sl->carved), sl, {}};
       if (++sl->carved == sl->chunks) l.carving.pop_back();
       fresh = true;
     }
@@ -360,7 +360,7 @@ void* pool_state::new_slab_chunk(std::size_t cls) {
   auto owned = std::make_unique<slab>(base, bytes, cls, chunk);
   slab* sl = owned.get();
   sl->carved = 1;  // not yet visible to anyone: no lock needed
-  sl->state(sl->carve_index(0)).store(chunk_live, std::memory_order_release);
+  sl->state(0).store(chunk_live, std::memory_order_release);
   {
     std::lock_guard lock(segments_mu_);
     map_.insert(base, bytes, sl);

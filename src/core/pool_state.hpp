@@ -97,6 +97,10 @@ namespace streampool::detail {
 
 struct device_state;
 struct test_access;
+struct snapshot_unresolved;    // pool_snapshot.cpp
+struct snapshot_cached_chunk;  // pool_snapshot.cpp
+/// The free chunks of every stream cache, by address (snapshot()).
+using snapshot_cached_chunks = std::unordered_map<const void*, snapshot_cached_chunk>;
 
 class pool_state : public std::enable_shared_from_this<pool_state> {
  public:
@@ -457,6 +461,12 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   token_set take_uses(void* p);
   [[noreturn]] void bad_pointer(const void* p, const char* what) const;
 
+  // ---- pool_snapshot.cpp: snapshot() in three reads, one lock at a time ----
+  void snapshot_caches(pool_snapshot& out, snapshot_cached_chunks& in_cache) const;
+  void snapshot_slabs(pool_snapshot& out, const snapshot_cached_chunks& in_cache,
+                      std::vector<snapshot_unresolved>& tokens_of) const;
+  void snapshot_large(pool_snapshot& out, std::vector<snapshot_unresolved>& tokens_of) const;
+
   // ---- pool_validate.cpp ----
   /// validate() for STREAMPOOL_ASSERT_EXPENSIVE: prints the broken invariant to stderr and returns
   /// false (the assertion then aborts).
@@ -464,6 +474,17 @@ class pool_state : public std::enable_shared_from_this<pool_state> {
   /// validate()'s two halves; each adds what it looked at to `work`.
   void validate_small(std::size_t& work) const;
   void validate_large(std::size_t& work) const;
+  // Their parts, each under the locks validate_small or validate_large holds for it.
+  [[nodiscard]] bool registered(const slab* sl) const;
+  void validate_slabs(std::size_t cls, std::size_t& work) const;
+  void validate_free_chunks(std::size_t cls, const std::vector<std::shared_ptr<stream_cache>>& all,
+                            std::size_t& work) const;
+  /// Returns the shard's mapped granules.
+  std::size_t validate_shard(const large_shard& sh, std::size_t g, std::size_t& work) const;
+  std::size_t validate_granules(const large_shard& sh, const arena_range& r, const large_range& lr,
+                                std::size_t g, std::size_t& work) const;
+  void validate_reserved(std::size_t mapped_granules, std::size_t g, std::size_t& work) const;
+  void validate_page_map(std::size_t g) const;
 
   const std::uint64_t id_;
   const std::weak_ptr<device_state> device_;

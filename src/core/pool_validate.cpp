@@ -67,7 +67,7 @@ void pool_state::validate() const {
 void pool_state::validate_small(std::size_t& work) const {
   // Every stream cache's lock at once, then one class at a time: a chunk of class c moves only
   // between the caches' bins c and the shared list c (a spill holds both locks), so with all of
-  // them held the lists of c are a consistent view. (Holding all 60 class mutexes at once would
+  // them held the lists of c are a consistent view. (Holding all the class mutexes at once would
   // be more than ThreadSanitizer's deadlock detector tracks per thread.)
   // The registry is copied, not held: a class lock must not be taken under caches_mu_, which
   // timeline::cache_for takes under the timeline's lock (and the pool's destructor host-waits
@@ -87,76 +87,86 @@ void pool_state::validate_small(std::size_t& work) const {
   for (std::size_t cls = 0; cls < max_classes; ++cls) {
     const std::lock_guard class_lock(shared_[cls].mu);
     const std::lock_guard segments(segments_mu_);
-    const auto registered = [&](const slab* sl) {
-      auto it = slabs_.find(sl->base);
-      return it != slabs_.end() && it->second.get() == sl;
-    };
-    // Slabs: carved counts (guarded by this class's lock), chunks never carved.
-    for (const auto& [base, sl] : slabs_) {
-      if (sl->size_class != cls) continue;
-      work += 1 + sl->chunks - std::min(sl->carved, sl->chunks);
-      if (sl->chunks == 0 || sl->carved == 0 || sl->carved > sl->chunks) {
-        broken(id_, format("slabs: slab %p (class %zu) has carved %zu of %zu chunks", base,
-                           std::size_t{sl->size_class}, sl->carved, sl->chunks));
-      }
-      for (std::size_t k = sl->carved; k < sl->chunks; ++k) {
-        if (sl->state(sl->carve_index(k)).load(std::memory_order_acquire) != chunk_free) {
-          broken(id_, format("slabs: slab %p (class %zu) chunk %zu was never carved (carved "
-                             "%zu), yet is not free",
-                             base, std::size_t{sl->size_class}, sl->carve_index(k), sl->carved));
-        }
+    validate_slabs(cls, work);
+    validate_free_chunks(cls, all, work);
+  }
+}
+
+bool pool_state::registered(const slab* sl) const {
+  auto it = slabs_.find(sl->base);
+  return it != slabs_.end() && it->second.get() == sl;
+}
+
+void pool_state::validate_slabs(std::size_t cls, std::size_t& work) const {
+  // Carved counts (guarded by this class's lock), chunks never carved.
+  for (const auto& [base, sl] : slabs_) {
+    if (sl->size_class != cls) continue;
+    work += 1 + sl->chunks - std::min(sl->carved, sl->chunks);
+    if (sl->chunks == 0 || sl->carved == 0 || sl->carved > sl->chunks) {
+      broken(id_, format("slabs: slab %p (class %zu) has carved %zu of %zu chunks", base,
+                         std::size_t{sl->size_class}, sl->carved, sl->chunks));
+    }
+    for (std::size_t k = sl->carved; k < sl->chunks; ++k) {
+      if (sl->state(k).load(std::memory_order_acquire) != chunk_free) {
+        broken(id_, format("slabs: slab %p (class %zu) chunk %zu was never carved (carved "
+                           "%zu), yet is not free",
+                           base, std::size_t{sl->size_class}, k, sl->carved));
       }
     }
-    for (const slab* sl : shared_[cls].carving) {
-      if (!registered(sl) || sl->size_class != cls || sl->carved >= sl->chunks) {
-        broken(id_, format("slabs: slab %p in class %zu's carving list: registered %d, class "
-                           "%zu, carved %zu of %zu",
-                           sl->base, cls, registered(sl) ? 1 : 0, std::size_t{sl->size_class},
-                           sl->carved, sl->chunks));
-      }
+  }
+  for (const slab* sl : shared_[cls].carving) {
+    if (!registered(sl) || sl->size_class != cls || sl->carved >= sl->chunks) {
+      broken(id_, format("slabs: slab %p in class %zu's carving list: registered %d, class "
+                         "%zu, carved %zu of %zu",
+                         sl->base, cls, registered(sl) ? 1 : 0, std::size_t{sl->size_class},
+                         sl->carved, sl->chunks));
     }
-    // Free chunks of this class: the shared list and every cache's bin.
-    std::unordered_map<const slab*, std::size_t> free_of;
-    std::unordered_set<const void*> seen;
-    const auto free_chunk_ok = [&](const void* p, const slab* sl, const char* where) {
-      const bool ok = sl != nullptr && registered(sl) && sl->size_class == cls &&
-                      sl->index_of(p) < sl->chunks && sl->chunk_at(sl->index_of(p)) == p;
-      if (!ok) {
-        broken(id_, format("free chunks: %p in %s of class %zu is not a chunk start of a "
-                           "registered slab of that class",
-                           p, where, cls));
-      }
-      const std::uint8_t state = sl->state(sl->index_of(p)).load(std::memory_order_acquire);
-      if (state != chunk_free) {
-        broken(id_, format("free chunks: %p in %s of class %zu is in state %d, not free", p, where,
-                           cls, static_cast<int>(state)));
-      }
-      if (!seen.insert(p).second) {
-        broken(id_,
-               format("free chunks: %p (class %zu) is listed twice; again in %s", p, cls, where));
-      }
-      ++free_of[sl];
-    };
-    for (const free_chunk& c : shared_[cls].chunks) {
-      free_chunk_ok(c.p, c.owner, "a shared list");
-      if (!one_token_per_timeline(c.tokens)) {
-        broken(id_, format("free chunks: %p in the shared list of class %zu holds two tokens of "
-                           "one timeline",
-                           c.p, cls));
-      }
+  }
+}
+
+void pool_state::validate_free_chunks(std::size_t cls,
+                                      const std::vector<std::shared_ptr<stream_cache>>& all,
+                                      std::size_t& work) const {
+  // The shared list and every cache's bin of this class.
+  std::unordered_map<const slab*, std::size_t> free_of;
+  std::unordered_set<const void*> seen;
+  const auto free_chunk_ok = [&](const void* p, const slab* sl, const char* where) {
+    const bool ok = sl != nullptr && registered(sl) && sl->size_class == cls &&
+                    sl->index_of(p) < sl->chunks && sl->chunk_at(sl->index_of(p)) == p;
+    if (!ok) {
+      broken(id_, format("free chunks: %p in %s of class %zu is not a chunk start of a "
+                         "registered slab of that class",
+                         p, where, cls));
     }
-    for (const auto& c : all) {
-      c->for_each_entry_locked(cls, [&](const stream_cache::entry& e) {
-        free_chunk_ok(e.p, e.owner, "a stream cache");
-      });
+    const std::uint8_t state = sl->state(sl->index_of(p)).load(std::memory_order_acquire);
+    if (state != chunk_free) {
+      broken(id_, format("free chunks: %p in %s of class %zu is in state %d, not free", p, where,
+                         cls, static_cast<int>(state)));
     }
-    work += seen.size();
-    for (const auto& [sl, n] : free_of) {
-      if (n > sl->carved) {
-        broken(id_, format("free chunks: slab %p (class %zu) has %zu free chunks listed, but "
-                           "only %zu carved",
-                           sl->base, std::size_t{sl->size_class}, n, sl->carved));
-      }
+    if (!seen.insert(p).second) {
+      broken(id_,
+             format("free chunks: %p (class %zu) is listed twice; again in %s", p, cls, where));
+    }
+    ++free_of[sl];
+  };
+  for (const free_chunk& c : shared_[cls].chunks) {
+    free_chunk_ok(c.p, c.owner, "a shared list");
+    if (!one_token_per_timeline(c.tokens)) {
+      broken(id_, format("free chunks: %p in the shared list of class %zu holds two tokens of "
+                         "one timeline",
+                         c.p, cls));
+    }
+  }
+  for (const auto& c : all) {
+    c->for_each_entry_locked(
+        cls, [&](const stream_cache::entry& e) { free_chunk_ok(e.p, e.owner, "a stream cache"); });
+  }
+  work += seen.size();
+  for (const auto& [sl, n] : free_of) {
+    if (n > sl->carved) {
+      broken(id_, format("free chunks: slab %p (class %zu) has %zu free chunks listed, but "
+                         "only %zu carved",
+                         sl->base, std::size_t{sl->size_class}, n, sl->carved));
     }
   }
 }
@@ -170,56 +180,81 @@ void pool_state::validate_large(std::size_t& work) const {
   std::size_t mapped_granules = 0;
   for (const auto& sh : shards_) {
     const auto shard_lock = borrow_lock(sh->mu);
-    work += sh->arena.live_count() + sh->arena.mapped_count() + sh->arena.unmapped_free().size();
-    if (std::string why = sh->arena.find_broken(); !why.empty())
-      broken(id_, format("shard %zu: %s", sh->index, why.c_str()));
-    if (std::string why = sh->shelf.find_broken(); !why.empty())
-      broken(id_, format("shard %zu: %s", sh->index, why.c_str()));
-    std::size_t shelved = 0;  // live blocks marked shelved: exactly the shelf's (large_shelf.hpp)
-    for (const auto& r : sh->arena.ranges())
-      for (const arena_block* b = r->first; b != nullptr; b = b->next)
-        shelved += static_cast<std::size_t>(b->state == block_state::live && b->shelved);
-    if (shelved != sh->shelf.count()) {
-      broken(id_, format("shard %zu: %zu live blocks are marked shelved, its shelf lists %zu",
-                         sh->index, shelved, sh->shelf.count()));
+    mapped_granules += validate_shard(*sh, g, work);
+  }
+  const std::lock_guard segments(segments_mu_);
+  validate_reserved(mapped_granules, g, work);
+  validate_page_map(g);
+  // Slab pages: exact when no slab is between taking its slots and its registration.
+  const bool no_slab_in_flight = growing_.load(std::memory_order_acquire) == 0;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> in_pages;
+  for (const auto& [base, sl] : slabs_)
+    if (slab_pages_.shares(sl->bytes)) in_pages.emplace_back(to_addr(base), sl->bytes);
+  if (std::string why = slab_pages_.find_broken(in_pages, no_slab_in_flight); !why.empty())
+    broken(id_, why);
+}
+
+std::size_t pool_state::validate_shard(const large_shard& sh, std::size_t g,
+                                       std::size_t& work) const {
+  work += sh.arena.live_count() + sh.arena.mapped_count() + sh.arena.unmapped_free().size();
+  if (std::string why = sh.arena.find_broken(); !why.empty())
+    broken(id_, format("shard %zu: %s", sh.index, why.c_str()));
+  if (std::string why = sh.shelf.find_broken(); !why.empty())
+    broken(id_, format("shard %zu: %s", sh.index, why.c_str()));
+  std::size_t shelved = 0;  // live blocks marked shelved: exactly the shelf's (large_shelf.hpp)
+  for (const auto& r : sh.arena.ranges())
+    for (const arena_block* b = r->first; b != nullptr; b = b->next)
+      shelved += static_cast<std::size_t>(b->state == block_state::live && b->shelved);
+  if (shelved != sh.shelf.count()) {
+    broken(id_, format("shard %zu: %zu live blocks are marked shelved, its shelf lists %zu",
+                       sh.index, shelved, sh.shelf.count()));
+  }
+  std::size_t mapped_granules = 0;
+  for (const auto& r : sh.arena.ranges()) {
+    const auto* lr = static_cast<const large_range*>(r->owner);
+    if (lr == nullptr || lr->shard != &sh || lr->arena != r.get() || to_addr(lr->base) != r->base ||
+        lr->bytes != r->size) {
+      broken(id_, format("large: range [%#zx, +%zu) of shard %zu is not its large range's",
+                         static_cast<std::size_t>(r->base), r->size, sh.index));
     }
-    for (const auto& r : sh->arena.ranges()) {
-      const auto* lr = static_cast<const large_range*>(r->owner);
-      if (lr == nullptr || lr->shard != sh.get() || lr->arena != r.get() ||
-          to_addr(lr->base) != r->base || lr->bytes != r->size) {
-        broken(id_, format("large: range [%#zx, +%zu) of shard %zu is not its large range's",
-                           static_cast<std::size_t>(r->base), r->size, sh->index));
+    if (lr->virtual_range) mapped_granules += validate_granules(sh, *r, *lr, g, work);
+  }
+  return mapped_granules;
+}
+
+std::size_t pool_state::validate_granules(const large_shard& sh, const arena_range& r,
+                                          const large_range& lr, std::size_t g,
+                                          std::size_t& work) const {
+  // Granule i has memory exactly when a live or mapped block overlaps it.
+  work += 3 * lr.handles.size();  // here, for the reserved bytes and in the page map
+  std::vector<bool> covered(lr.handles.size(), false);
+  for (const arena_block* b = r.first; b != nullptr; b = b->next) {
+    if (b->state == block_state::unmapped) continue;
+    for (std::uintptr_t i = (b->start - r.base) / g; i <= (b->end() - 1 - r.base) / g; ++i) {
+      if (i >= covered.size() || lr.handles[i] == nullptr) {
+        broken(id_, format("large: block [%#zx, %#zx) (state %d) of shard %zu lies on granule "
+                           "%zu, which has no memory",
+                           static_cast<std::size_t>(b->start), static_cast<std::size_t>(b->end()),
+                           static_cast<int>(b->state), sh.index, static_cast<std::size_t>(i)));
       }
-      if (!lr->virtual_range) continue;
-      // Granule i has memory exactly when a live or mapped block overlaps it.
-      work += 3 * lr->handles.size();  // here, for the reserved bytes and in the page map
-      std::vector<bool> covered(lr->handles.size(), false);
-      for (const arena_block* b = r->first; b != nullptr; b = b->next) {
-        if (b->state == block_state::unmapped) continue;
-        for (std::uintptr_t i = (b->start - r->base) / g; i <= (b->end() - 1 - r->base) / g; ++i) {
-          if (i >= covered.size() || lr->handles[i] == nullptr) {
-            broken(id_,
-                   format("large: block [%#zx, %#zx) (state %d) of shard %zu lies on granule "
-                          "%zu, which has no memory",
-                          static_cast<std::size_t>(b->start), static_cast<std::size_t>(b->end()),
-                          static_cast<int>(b->state), sh->index, static_cast<std::size_t>(i)));
-          }
-          covered[i] = true;
-        }
-      }
-      for (std::size_t i = 0; i < covered.size(); ++i) {
-        if (!covered[i] && lr->handles[i] != nullptr) {
-          broken(id_, format("large: granule %zu of range [%#zx, +%zu) of shard %zu is mapped "
-                             "under no live or mapped block",
-                             i, static_cast<std::size_t>(r->base), r->size, sh->index));
-        }
-        if (lr->handles[i] != nullptr) ++mapped_granules;
-      }
+      covered[i] = true;
     }
   }
+  std::size_t mapped = 0;
+  for (std::size_t i = 0; i < covered.size(); ++i) {
+    if (!covered[i] && lr.handles[i] != nullptr) {
+      broken(id_, format("large: granule %zu of range [%#zx, +%zu) of shard %zu is mapped "
+                         "under no live or mapped block",
+                         i, static_cast<std::size_t>(r.base), r.size, sh.index));
+    }
+    if (lr.handles[i] != nullptr) ++mapped;
+  }
+  return mapped;
+}
 
-  const std::lock_guard segments(segments_mu_);
-  // ---- reserved: the registries, the spares and unpublished_ add up to reserved_ ----
+void pool_state::validate_reserved(std::size_t mapped_granules, std::size_t g,
+                                   std::size_t& work) const {
+  // The registries, the spares and unpublished_ add up to reserved_.
   std::size_t own_slabs = 0, segment_ranges = 0;
   for (const auto& [base, sl] : slabs_)
     if (!slab_pages_.shares(sl->bytes)) own_slabs += sl->bytes;
@@ -240,9 +275,11 @@ void pool_state::validate_large(std::size_t& work) const {
     broken(id_, format("reserved: %zu bytes counted, %zu mirrored, peak %zu", reserved_,
                        reserved_now_.load(), peak_reserved_.load()));
   }
+}
 
-  // ---- page map: every registered segment is found at its ends, every mapped granule ----
-  // (A virtual range's handles change only under growth_mu_, held: read without its shard lock.)
+void pool_state::validate_page_map(std::size_t g) const {
+  // Every registered segment is found at its ends, every mapped granule too. (A virtual range's
+  // handles change only under growth_mu_, held: read without its shard lock.)
   const auto mapped_at = [&](std::uintptr_t a, const segment* seg, const char* what) {
     if (map_.find(to_ptr(a)) != seg) {
       broken(id_, format("page map: %#zx of %s [%p, +%zu) maps to %p", static_cast<std::size_t>(a),
@@ -262,14 +299,6 @@ void pool_state::validate_large(std::size_t& work) const {
     for (std::size_t i = 0; i < r->handles.size(); ++i)
       if (r->handles[i] != nullptr) mapped_at(to_addr(base) + i * g, r.get(), "virtual range");
   }
-
-  // ---- slab pages: exact when no slab is between taking its slots and its registration ----
-  const bool no_slab_in_flight = growing_.load(std::memory_order_acquire) == 0;
-  std::vector<std::pair<std::uintptr_t, std::size_t>> in_pages;
-  for (const auto& [base, sl] : slabs_)
-    if (slab_pages_.shares(sl->bytes)) in_pages.emplace_back(to_addr(base), sl->bytes);
-  if (std::string why = slab_pages_.find_broken(in_pages, no_slab_in_flight); !why.empty())
-    broken(id_, why);
 }
 
 bool pool_state::valid() const noexcept {

@@ -12,8 +12,8 @@
 //
 // Invariants (pool_state::validate() checks them):
 //   slab         chunks == bytes / chunk_size >= 1; 1 <= carved <= chunks once registered (the
-//                chunk that made it is carved); k -> carve_index(k) is a bijection on [0, chunks);
-//                state(carve_index(k)) == chunk_free for every k >= carved.
+//                chunk that made it is carved); chunks are carved in address order, so
+//                state(k) == chunk_free for every k >= carved.
 //   large range  a virtual range's handles[i] != nullptr exactly when a live or mapped block
 //                overlaps granule i; a whole-allocation range is all memory.
 #pragma once
@@ -86,8 +86,6 @@ struct slab : segment {
   static std::size_t lines_for(std::size_t chunks) noexcept {
     return std::bit_ceil(std::max<std::size_t>(16, (chunks + 63) / 64));
   }
-  /// The index of the k-th chunk carved: address order (a bijection on [0, chunks)).
-  [[nodiscard]] std::size_t carve_index(std::size_t k) const noexcept { return k; }
   [[nodiscard]] void* chunk_at(std::size_t i) const noexcept {
     return static_cast<std::byte*>(base) + i * chunk_size;
   }

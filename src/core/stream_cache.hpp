@@ -59,9 +59,7 @@ class pool_state;
 struct slab;
 struct test_access;
 
-// Cache-line aligned: each thread's stream cache is written on every alloc and free, and must not
-// share a line with another thread's.
-class alignas(64) stream_cache {
+class stream_cache {
  public:
   struct entry {
     void* p;
@@ -297,7 +295,9 @@ class alignas(64) stream_cache {
   // Guards bins_, bin_bytes_, total_bytes_, orphaned_'s changes, detached_. Biased to the thread
   // that made the cache (the stream's first user): pop and push are its fast path,
   // with no atomic read-modify-write; every other member takes it as a visit (biased_lock.hpp).
-  mutable biased_lock mu_{/*bias=*/true};
+  // Cache-line aligned (and so the whole cache): each thread's stream cache is written on every
+  // alloc and free, and must not share a line with another thread's.
+  alignas(64) mutable biased_lock mu_{/*bias=*/true};
   std::array<std::vector<entry>, max_classes> bins_;
   // Read without mu_ by try_steal (a class this cache holds nothing of is not visited).
   std::array<locked_count<std::size_t>, max_classes> bin_bytes_;
