@@ -1,7 +1,8 @@
 /* streampool: the C ABI (C11), for language runtimes and programs that are not C++.
  *
  * Glossary
- *   device   sp_device_t: one backend (the CPU as a device, or a CUDA GPU) and its default pool.
+ *   device   sp_device_t: one backend (the CPU as a device, a CUDA GPU, an OpenCL device or a
+ *            Level Zero device) and its default pool.
  *   stream   sp_stream_t: an in-order queue of device work on one device, created here or wrapped
  *            around a native stream made elsewhere (a CUstream).
  *   pool     sp_pool_t: a handle to a stream-ordered sub-allocating pool. Several handles may
@@ -421,10 +422,12 @@ typedef int (*sp_snapshot_visit_fn)(const sp_snapshot_range_t* range, size_t ind
 SP_API sp_status_t sp_pool_snapshot_walk(sp_pool_t pool, sp_snapshot_visit_fn visit, void* user);
 /** The memory picture of a snapshot's JSON (what sp_pool_snapshot_json wrote, `length` bytes): one
  *  self-contained HTML page with the block map and the fragmentation summary
- *  (docs/memory-picture.md). `title` may be NULL. *html stays valid until the next call of this
- *  function on this thread; *html_length (may be NULL) is its length. Fails with
- *  STREAMPOOL_STATUS_INVALID_ARGUMENT for text it cannot read (naming the byte offset of a syntax
- *  error, the member of a missing or mistyped field, the range whose blocks do not tile it). */
+ *  (docs/memory-picture.md). Defined in libstreampool_report (link -lstreampool_report too), so
+ *  that programs that draw no picture do not carry the drawing. `title` may be NULL. *html stays
+ *  valid until the next call of this function on this thread; *html_length (may be NULL) is its
+ *  length. Fails with STREAMPOOL_STATUS_INVALID_ARGUMENT for text it cannot read (naming the byte
+ *  offset of a syntax error, the member of a missing or mistyped field, the range whose blocks do
+ *  not tile it). */
 SP_API sp_status_t sp_snapshot_html(const char* json, size_t length, const char* title,
                                     const char** html, size_t* html_length);
 /** 0 = no limit. Takes effect for later growth; never frees live memory. */

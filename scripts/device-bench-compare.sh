@@ -26,7 +26,10 @@ if [[ ${1:-} == --pack ]]; then
   dir=.gpurun/${NAME:-base}
   rm -rf "${dir}" && mkdir -p "${dir}/lib"
   cp -r "${wt}/include" "${dir}/include"
-  strip --strip-debug -o "${dir}/lib/libstreampool.so.0" "${wt}"/build/libstreampool.so.0.*
+  # Under its SONAME, the name gpu_pool_bench loads (it differs between minor versions while the
+  # major is 0: CMakeLists.txt, SOVERSION).
+  soname=$(objdump -p "${wt}/build/libstreampool.so" | awk '$1 == "SONAME" { print $2 }')
+  strip --strip-debug -o "${dir}/lib/${soname}" "${wt}/build/libstreampool.so"
   git -C "${wt}" rev-parse --short HEAD >"${dir}/REVISION"
   git worktree remove --force "${wt}"
   exit 0
@@ -40,8 +43,8 @@ nvcc -O2 -arch=sm_90 -c bench/spin_kernel.cu -o /tmp/cmp/spin.o
 build() { # name, include dir, library dir
   g++ -O2 -std=c++20 -DSTREAMPOOL_BENCH_TORCH=1 -I"$2" -isystem "${torch}/include" \
     -isystem /usr/local/cuda/include bench/gpu_pool_bench.cpp /tmp/cmp/spin.o \
-    "$3/libstreampool.so.0" -L"${torch}/lib" -lc10 -lc10_cuda -L/usr/local/cuda/lib64 -lcudart \
-    -lpthread -Wl,-rpath,"${torch}/lib:$3" -o "/tmp/cmp/$1"
+    "$(compgen -G "$3/libstreampool.so.[0-9]*" | head -n1)" -L"${torch}/lib" -lc10 -lc10_cuda \
+    -L/usr/local/cuda/lib64 -lcudart -lpthread -Wl,-rpath,"${torch}/lib:$3" -o "/tmp/cmp/$1"
 }
 read -r -a variants <<<"${VARIANTS:-new base}"
 for v in "${variants[@]}"; do

@@ -40,7 +40,10 @@ run() { # name, command...: logs to $out/name.txt and prints one status line
 }
 has() { [[ " ${stages} " == *" $1 "* ]]; }
 nvidia-smi -L
-export STREAMPOOL_LIBRARY=${lib}/libstreampool.so.0
+# The library as device-pack.sh packed it, under its SONAME (libstreampool.so.0.2 while the major
+# version is 0).
+streampool_lib=$(compgen -G "${lib}/libstreampool.so.[0-9]*" | head -n1)
+export STREAMPOOL_LIBRARY=${streampool_lib}
 
 if has tests; then
   export LD_LIBRARY_PATH=${lib}
@@ -129,7 +132,7 @@ if has bench; then
   { nvcc -O2 -arch=sm_90 -c bench/spin_kernel.cu -o /tmp/bench/spin.o &&
     g++ -O2 -std=c++20 -DSTREAMPOOL_BENCH_TORCH=1 -Iinclude -isystem "${torch}/include" \
       -isystem /usr/local/cuda/include bench/gpu_pool_bench.cpp /tmp/bench/spin.o \
-      "${lib}/libstreampool.so.0" -L"${torch}/lib" -lc10 -lc10_cuda -L/usr/local/cuda/lib64 \
+      "${streampool_lib}" -L"${torch}/lib" -lc10 -lc10_cuda -L/usr/local/cuda/lib64 \
       -lcudart -lpthread -Wl,-rpath,"${torch}/lib:${lib}" -o /tmp/bench/gpu_pool_bench; } \
     >"${out}/bench_build.txt" 2>&1
   echo "bench build: rc=$? ($((SECONDS - t0)) s)"

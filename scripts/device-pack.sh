@@ -17,8 +17,15 @@ for t in build/release/tests/*_test build/release/tests/c_api_*; do
   [[ -x ${t} && -f ${t} ]] && strip --strip-debug -o ".gpurun/bin/$(basename "${t}")" "${t}"
 done
 strip --strip-debug -o .gpurun/bin/replay build/release/tools/replay/replay
-strip --strip-debug -o .gpurun/lib/libstreampool.so.0 build/release/libstreampool.so.0.*
-strip --strip-debug -o .gpurun/faultlib/libstreampool.so.0 build/fault/libstreampool.so.0.*
+# Each library under its SONAME, the name the programs linked against it load
+# (libstreampool.so.0.2 while the major version is 0: CMakeLists.txt, SOVERSION).
+soname() { objdump -p "$1" | awk '$1 == "SONAME" { print $2 }'; }
+strip --strip-debug -o ".gpurun/lib/$(soname build/release/libstreampool.so)" \
+  build/release/libstreampool.so
+strip --strip-debug -o ".gpurun/lib/$(soname build/release/libstreampool_report.so)" \
+  build/release/libstreampool_report.so
+strip --strip-debug -o ".gpurun/faultlib/$(soname build/fault/libstreampool.so)" \
+  build/fault/libstreampool.so
 strip --strip-debug -o .gpurun/lib/libstreampool_torch_floor.so build/release/bench/libstreampool_torch_floor.so
 # DEVICE_PACK_WHEEL_PYTHON=<python with pip>: also `pip wheel .` (PyPI reachable here, not there)
 # into .gpurun/wheel/, for device-check.sh's python stage to install from.

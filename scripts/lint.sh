@@ -3,6 +3,7 @@
 #
 #   bash scripts/lint.sh                 format check + clang-tidy + complexity
 #   bash scripts/lint.sh --complexity    no function in src/core over 120 lines or 30 branches
+#   bash scripts/lint.sh --layers        src/core's include rule (src/core/README.md)
 #   bash scripts/lint.sh --format        clang-format --dry-run -Werror only
 #   bash scripts/lint.sh --fix-format    clang-format -i (rewrites files)
 #   bash scripts/lint.sh --tidy [BUILD [PATHSPEC]]
@@ -89,6 +90,21 @@ do_complexity() {
   echo "complexity: every function in src/core within 120 lines and 30 branches"
 }
 
+# Layers (src/core/README.md): support/ includes nothing of stream/ or pool/; stream/ includes
+# pool/ only in the two files the README names.
+do_layers() {
+  local bad
+  bad=$(grep -n '#include "core/\(stream\|pool\)/' src/core/support/* || true)
+  bad+=$(grep -n '#include "core/pool/' src/core/stream/* |
+    grep -v '^src/core/stream/\(timeline\|device\)\.cpp:' || true)
+  if [[ -n ${bad} ]]; then
+    echo "layers: an include against src/core/README.md's rule:" >&2
+    echo "${bad}" >&2
+    return 1
+  fi
+  echo "layers: src/core's includes follow src/core/README.md"
+}
+
 case ${mode} in
   all | --complexity) ensure_packages python3-venv ;;&
   all | --format | --fix-format) ensure_packages clang-format ;;&
@@ -97,10 +113,11 @@ case ${mode} in
 esac
 
 case ${mode} in
-  all) do_format check; do_tidy; do_complexity ;;
+  all) do_format check; do_tidy; do_complexity; do_layers ;;
   --complexity) do_complexity ;;
+  --layers) do_layers ;;
   --format) do_format check ;;
   --fix-format) do_format fix ;;
   --tidy) do_tidy ;;
-  *) echo "usage: $0 [--format|--fix-format|--complexity|--tidy [build-dir]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--format|--fix-format|--complexity|--layers|--tidy [build-dir]]" >&2; exit 2 ;;
 esac

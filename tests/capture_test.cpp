@@ -134,6 +134,32 @@ TEST(CaptureDeferred, WorkRunsNowOutsideACaptureElseWhenTheLastOneEnds) {
   EXPECT_FALSE(be.capturing());
 }
 
+TEST(CaptureDeferred, WorkWhileACaptureBeginsWaitsForItsEnd) {
+  const sp::device d(sp::make_host_backend());
+  sp::backend& be = d.get_backend();
+  std::vector<int> ran;
+  std::thread capturer;
+  {
+    // A scope held here keeps begin_capture from going on (it waits for every scope).
+    const sp::backend::outside_capture_scope held = be.outside_capture();
+    ASSERT_TRUE(held);
+    capturer = std::thread([&] { be.begin_capture(); });
+    // Once the capture is beginning, another thread's scope is refused.
+    std::thread([&] {
+      while (be.outside_capture()) std::this_thread::yield();
+    }).join();
+    // Work from another thread now cannot run, and must not wait for the capture to begin
+    // (which waits for this thread): it is deferred to the capture's end.
+    std::thread([&] { be.run_outside_capture([&] { ran.push_back(1); }); }).join();
+    EXPECT_TRUE(ran.empty());
+  }
+  capturer.join();
+  EXPECT_TRUE(be.capturing());
+  EXPECT_TRUE(ran.empty());
+  be.end_capture();
+  EXPECT_EQ(ran, std::vector<int>{1});
+}
+
 TEST_P(Capture, WhereOnlyAWaitWouldDoItIsOutOfMemory) {
   free_all(a_, allocate_all(a_));
   // No room to grow: b could only reuse a's memory, behind a wait.

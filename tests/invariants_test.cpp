@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "conformance/accessor.hpp"
-#include "core/access.hpp"
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
+#include "core/stream/access.hpp"
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;

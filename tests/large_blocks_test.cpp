@@ -1,6 +1,6 @@
-// The pool's large blocks on virtual memory (src/core/pool_large.cpp, docs/large-blocks.md), on
-// the host backend, whose ranges are real mmap reservations: steady state without upstream calls,
-// coalescing across what used to be separate segments, remapping before creating, trim, the
+// The pool's large blocks on virtual memory (src/core/pool/pool_large.cpp, docs/large-blocks.md),
+// on the host backend, whose ranges are real mmap reservations: steady state without upstream
+// calls, coalescing across what used to be separate segments, remapping before creating, trim, the
 // release threshold, the memory limit, exact peaks.
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <random>
 #include <thread>
 
-#include "core/access.hpp"
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
+#include "core/stream/access.hpp"
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;

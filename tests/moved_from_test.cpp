@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/access.hpp"  // what the handles hold, to check that a moved-from one holds nothing
+#include "core/stream/access.hpp"  // what the handles hold, to check that a moved-from one holds nothing
 #include "streampool/streampool.hpp"
 
 namespace sp = streampool;

@@ -98,7 +98,7 @@ TEST(PoolBasic, LiveBytesStayExactAcrossStreamsAndTheirDestruction) {
 
 TEST(PoolBasic, SmallClassesShareSlabPagesAndTrimGivesThemBack) {
   // With a 2 MiB granularity (CUDA's), a few blocks of many size classes used to hold 2 MiB per
-  // class; their slabs now share pages of 64 KiB slots (src/core/slab_pages.hpp).
+  // class; their slabs now share pages of 64 KiB slots (src/core/pool/slab_pages.hpp).
   sp::device d(sp::make_host_backend({.checking = true, .granularity = std::size_t{2} << 20}));
   sp::pool p(d);
   sp::stream s(d);

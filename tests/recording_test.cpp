@@ -1,4 +1,4 @@
-// The allocation log (pool::start_recording, src/core/trace_recorder.hpp) on the host backend:
+// The allocation log (pool::start_recording, src/core/pool/trace_recorder.hpp) on the host backend:
 // what it writes, in the trace format tools/replay reads (bench/traces/README.md), and that it
 // stays consistent while threads allocate, free, start and stop at once (run under TSan too).
 #include <gtest/gtest.h>

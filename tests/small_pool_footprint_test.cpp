@@ -1,7 +1,7 @@
 // What a small pool reserves (issue 45): at 64 KiB granularity (host, OpenCL, Level Zero) a pool
 // with 20 small blocks of mixed sizes held one 2 MiB slab per size class, about 38 MiB here
 // (1,300 MiB for 50 such pools in the issue's run). A class's slabs now start at one chunk's
-// worth and double up to the size they had (src/core/slab_pages.hpp): a small pool is small, a
+// worth and double up to the size they had (src/core/pool/slab_pages.hpp): a small pool is small, a
 // busy class still reaches the full slab after a few slabs.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The pool's statistics never lie (issue 45, finding 1): live, cached and reserved balance, and
 // the peaks are exact for a thread's own calls whatever streams it uses (live changes are
-// pending per thread, src/core/live_cell.hpp), never wrap, and peak live never passes peak
+// pending per thread, src/core/pool/live_cell.hpp), never wrap, and peak live never passes peak
 // reserved. Each test failed when the pending change was kept per stream cache.
 #include <gtest/gtest.h>
 

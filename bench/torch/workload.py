@@ -38,14 +38,14 @@ import sys
 import threading
 import time
 
+from allocators import NAMES  # this folder's: the allocators run.py compares
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def parse():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--allocator", required=True,
-                    choices=["native", "async", "expandable", "streampool", "streampool-noipc",
-                             "streampool-plugin", "streampool-g16", "streampool-g32", "floor"])
+    ap.add_argument("--allocator", required=True, choices=list(NAMES))
     ap.add_argument("--workload", required=True, choices=["gpt2", "resnet50", "server", "resnet50-graph", "gpt2-compile"])
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
@@ -69,9 +69,7 @@ elif ARGS.allocator == "expandable":
 
 import torch  # noqa: E402  (after PYTORCH_CUDA_ALLOC_CONF)
 
-# streampool's variants: the default (the native allocator), the same with granules not made
-# exportable (what sharing between processes costs), with 16 or 32 MiB granules of virtual memory
-# instead of 8 (what the granule costs or saves), and the plug-in path.
+# streampool's variants (allocators.py says what each measures).
 STREAMPOOL = ARGS.allocator.startswith("streampool")
 if ARGS.allocator == "streampool-noipc":
     os.environ["STREAMPOOL_CUDA_IPC"] = "0"

@@ -68,9 +68,9 @@
 // Who checks: the public functions below are the only way in (the virtuals are private). Before a
 // backend sees a call they check what the arguments show of the preconditions above: sizes,
 // alignment, null queues, markers and handles, the virtual-memory capability, and that a command
-// is well formed (src/core/backend.cpp). A backend therefore implements only well-formed calls.
-// What the arguments cannot show (p came from allocate, no queued work still uses it) stays the
-// caller's promise. A refused call throws logic_error naming the backend and the values.
+// is well formed (src/core/stream/backend.cpp). A backend therefore implements only well-formed
+// calls. What the arguments cannot show (p came from allocate, no queued work still uses it) stays
+// the caller's promise. A refused call throws logic_error naming the backend and the values.
 // Postconditions that are cheap to see (create_queue and record never return nullptr) are checked
 // on the way out, also as logic_error: a backend that breaks them is broken, and the caller must
 // not get a null handle.
@@ -119,7 +119,7 @@ enum class backend_kind : std::uint8_t { other, host, cuda, opencl, level_zero }
 struct backend_caps {
   bool device_wait = true;             ///< wait_device enqueues a device-side wait (no host block)
   bool host_accessible = false;        ///< device memory may be dereferenced by the host
-  std::size_t granularity = 2u << 20;  ///< allocate() sizes and alignment (2 MiB on an H200)
+  std::size_t granularity = 2u << 20;  ///< allocate() sizes and alignment (2 MiB on CUDA)
   std::size_t total_memory = 0;        ///< device memory in bytes (0 when unknown)
   bool virtual_memory = false;         ///< reserve/map/unmap and physical granules are available
   /// Virtual memory: the granule, the unit of physical memory and of mapping (a multiple of
@@ -177,7 +177,7 @@ struct command {
 
 /// The backend contract. Public non-virtual functions check their arguments, then call the
 /// private virtuals (NVI), so every backend gets the same checks and messages (see "Who checks"
-/// above; the bodies are in src/core/backend.cpp).
+/// above; the bodies are in src/core/stream/backend.cpp).
 class STREAMPOOL_EXPORT backend {
  public:
   /// @throws logic_error when caps().granularity is not a power of two, or (with virtual
@@ -328,8 +328,8 @@ class STREAMPOOL_EXPORT backend {
   };
   mutable std::array<capture_stripe, capture_stripes> outside_{};
   // Work that waits for the last capture to end (run_outside_capture). captures_ reaches 0 only
-  // under this lock, and work is put here only while captures_ > 0 is read under it: none is left
-  // behind by an end_capture that ran meanwhile.
+  // under this lock, and work is put here only while captures_ > 0 or entering_ > 0 (a capture
+  // that will count) is read under it: none is left behind by an end_capture that ran meanwhile.
   std::mutex deferred_mu_;
   std::vector<std::function<void()>> deferred_;
 };

@@ -15,7 +15,7 @@
 //                   the program may not simply skip. The C ABI says BACKEND_ERROR.
 //
 // Raise them with STREAMPOOL_EXPECTS / STREAMPOOL_FAIL, which add file:line. The file is named
-// from the source tree's root (src/core/pool.cpp, include/streampool/array.hpp), never by the
+// from the source tree's root (src/core/pool/pool.cpp, include/streampool/array.hpp), never by the
 // absolute path the compiler saw: the macros also expand in users' translation units (inline
 // code in the public headers), and a message must not carry the build machine's directories.
 #pragma once
@@ -71,10 +71,6 @@ class STREAMPOOL_EXPORT backend_error : public std::runtime_error {
         backend_(std::move(backend)),
         native_code_(native_code),
         kind_(kind) {}
-  /// A failed runtime call (kind runtime): the form from before kinds existed, kept so that
-  /// existing callers compile unchanged.
-  backend_error(const std::string& message, std::string backend, long native_code)
-      : backend_error(backend_error_kind::runtime, message, std::move(backend), native_code) {}
   [[nodiscard]] backend_error_kind kind() const noexcept { return kind_; }
   [[nodiscard]] const std::string& backend() const noexcept { return backend_; }
   [[nodiscard]] long native_code() const noexcept { return native_code_; }

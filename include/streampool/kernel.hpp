@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace streampool {
 
@@ -137,6 +138,29 @@ union scalar {
 /// The ops with an identity element (what reduce of nothing gives): reduce and the scans.
 [[nodiscard]] constexpr bool is_fold(op fn) noexcept {
   return fn == op::add || fn == op::mul || fn == op::min || fn == op::max;
+}
+
+/// The identity element of fold `fn` (is_fold(fn)): what a reduce of nothing gives, and every
+/// backend's starting value. min and max start at the extremes of T (infinities for floating
+/// point); an op that is not a fold gives T{0}, which valid_for keeps from ever being asked.
+template <class T>
+[[nodiscard]] constexpr T fold_identity(op fn) noexcept {
+  switch (fn) {
+    case op::mul:
+      return T(1);
+    case op::min:
+      if constexpr (std::numeric_limits<T>::has_infinity)
+        return std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::max();
+    case op::max:
+      if constexpr (std::numeric_limits<T>::has_infinity)
+        return -std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::lowest();
+    default:
+      return T(0);  // add
+  }
 }
 
 /// Whether kernel kind `kind` defines op `fn`. `has_scalar` matters only to map_unary, where it

@@ -3,19 +3,24 @@
 // Glossary
 //   upstream      the backend's raw allocate/deallocate. Reserved memory is what the pool holds
 //                 from it.
-//   segment       one upstream allocation. A slab is a segment cut into equal chunks of one size
-//                 class (small requests); a large segment is split into blocks and coalesced again.
+//   segment       one upstream allocation (or, for large blocks on virtual memory, one reserved
+//                 address range). A slab is a segment cut into equal chunks of one size class
+//                 (small requests); a large one is split into blocks and coalesced again.
 //   chunk/block   what allocate() returns: a chunk of a slab (<= small_max bytes) or a large
 //                 block. Every block is aligned to at least 256 bytes.
 //   large blocks  on a backend with virtual memory, blocks of a reserved address range whose
 //                 granules are mapped on demand (free blocks coalesce across the whole range and
 //                 steady-state reuse makes no driver call); elsewhere, blocks of whole upstream
-//                 allocations. docs/large-blocks.md says why and how.
+//                 allocations. They are kept in shards (each stream allocates from its own): a
+//                 shard's block arena finds a free block by size (best fit), and its shelf (when
+//                 on) keeps blocks of up to 16 MiB just freed for the stream's next request of
+//                 their size class. docs/large-blocks.md says why and how.
 //   stream cache  per (stream, pool): chunks freed on that stream, reusable on it with no wait. The
 //                 fast path touches only this, under the cache's own lock: no global lock.
-//   shared lists  per size class, and the large free list: memory freed without a live stream (by a
-//                 finaliser, with tokens), handed back by a destroyed stream, or overflowing a
-//                 stream cache. Each entry carries the tokens it must wait for.
+//   shared lists  per size class: chunks freed without a live stream (by a finaliser, with
+//                 tokens), handed back by a destroyed stream, or overflowing a stream cache. Each
+//                 entry carries the tokens it must wait for, as does a free large block in its
+//                 shard's arena.
 //   live/cached   live bytes are handed out; cached bytes are free in the pool; reserved = both,
 //                 plus slab slack.
 //

@@ -100,8 +100,8 @@ class STREAMPOOL_EXPORT stream_ref {
   const detail::stream_state* state_;
 };
 
-// Inline: every pool call made with a stream converts it, and out of line that was a call through
-// the library's PLT each way, about a twentieth of a 4 KiB alloc+free pair.
+// Inline: every pool call made with a stream converts it, and out of line each conversion would
+// be a call through the library's PLT (docs/performance.md, "The small path").
 inline stream_ref stream::ref() const {
   if (state_ == nullptr) [[unlikely]]
     (void)checked_state();  // throws

@@ -1,13 +1,15 @@
 """ctypes declarations of include/streampool.h, and the library loader.
 
-The library is found, in order, at $STREAMPOOL_LIBRARY, next to this package (a libstreampool.so
-copied in), in a build tree of this repository (build/*/libstreampool.so), then on the system
-search path.
+The library is found, in order, at $STREAMPOOL_LIBRARY, next to this package (the wheel's
+libstreampool.so, or one copied in), in a build tree of this repository
+(build/*/libstreampool.so.0.2, the file named by the SONAME this binding declares), then on the
+system search path (that SONAME first).
 
 The struct layouts below are copied from the header by hand, so the loader checks them against
-the library before anything else runs: its major version must be MAJOR_VERSION, and each struct's
-ctypes size what sp_struct_size reports. A mismatch raises ImportError naming the struct and both
-sizes, instead of letting a wrong layout pass a field at another field's offset.
+the library before anything else runs: its version must be the ABI version this binding declares
+(MAJOR_VERSION, and while that is 0, MINOR_VERSION too), and each struct's ctypes size what
+sp_struct_size reports. A mismatch raises ImportError naming the struct and both sizes (or both
+versions), instead of letting a wrong layout pass a field at another field's offset.
 """
 
 import ctypes
@@ -15,8 +17,14 @@ import ctypes.util
 import glob
 import os
 
-# The library's major version whose C ABI this module declares.
+# The version of the C ABI this module declares. While the major version is 0, each minor version
+# is an ABI of its own (the library's SONAME carries it), so both must match the library's.
 MAJOR_VERSION = 0
+MINOR_VERSION = 2
+# The library's SONAME, libstreampool.so.<major> (libstreampool.so.0.<minor> while the major is 0):
+# the file name a build tree and the system's loader know this ABI by.
+SONAME = ("libstreampool.so." + str(MAJOR_VERSION)
+          + (f".{MINOR_VERSION}" if MAJOR_VERSION == 0 else ""))
 
 SUCCESS = 0
 INVALID_ARGUMENT = 1
@@ -30,9 +38,10 @@ def _candidates():
     """Library paths to try, in order: $STREAMPOOL_LIBRARY alone when set; else the library in
     this package's folder (where `pip install .` and the wheel put it, or a libstreampool.so
     copied into python/streampool/); else, when this package is the source tree's python/, that
-    tree's build/*/ (release first, then debug, then the others, but never the sanitizer, fuzz or
-    fault builds, which a plain interpreter cannot load or which are wrong on purpose); else the
-    system search path."""
+    tree's build/*/SONAME (release first, then debug, then the others, but never the sanitizer,
+    fuzz or fault builds, which a plain interpreter cannot load or which are wrong on purpose; a
+    build of another ABI has no file of this name); else the system search path: SONAME, then
+    whatever ctypes.util.find_library finds."""
     env = os.environ.get("STREAMPOOL_LIBRARY")
     if env:
         yield env
@@ -43,13 +52,14 @@ def _candidates():
     if os.path.isfile(os.path.join(root, "CMakeLists.txt")) and os.path.isfile(
             os.path.join(root, "include", "streampool.h")):
         builds = {os.path.basename(os.path.dirname(path)): path
-                  for path in glob.glob(os.path.join(root, "build", "*", "libstreampool.so"))}
+                  for path in glob.glob(os.path.join(root, "build", "*", SONAME))}
         order = {"release": 0, "debug": 1}
         for preset in sorted(builds, key=lambda name: (order.get(name, 2), name)):
             if preset not in ("asan", "tsan", "fuzz", "fault"):
                 yield builds[preset]
+    yield SONAME
     found = ctypes.util.find_library("streampool")
-    if found:
+    if found and found != SONAME:
         yield found
 
 
@@ -60,9 +70,9 @@ def _load():
             return ctypes.CDLL(path)
         except OSError as e:
             errors.append(f"{path}: {e}")
-    raise OSError("streampool: cannot load libstreampool (install the package with `pip install .`"
-                  ", or set STREAMPOOL_LIBRARY to the library's path); tried: "
-                  + ("; ".join(errors) or "nothing found"))
+    raise OSError(f"streampool: cannot load libstreampool, {SONAME} (install the package with "
+                  "`pip install .`, build this tree, or set STREAMPOOL_LIBRARY to the library's "
+                  "path); tried: " + ("; ".join(errors) or "nothing found"))
 
 
 lib = _load()
@@ -121,6 +131,7 @@ _signatures = {
     "sp_last_error_message": (ctypes.c_char_p, []),
     "sp_status_string": (ctypes.c_char_p, [status]),
     "sp_get_version": (status, [_P(ctypes.c_int)] * 3),
+    "sp_max_allocation_bytes": (c_u64, []),
     "sp_struct_size": (status, [ctypes.c_char_p, _P(c_size)]),
     "sp_host_options_set_defaults": (status, [_P(HostOptions)]),
     "sp_device_create_host": (status, [_P(HostOptions), _P(c_ptr)]),
@@ -158,7 +169,6 @@ _signatures = {
     "sp_pool_trim": (status, [c_ptr, _P(c_size)]),
     "sp_pool_reset_peak_statistics": (status, [c_ptr]),
     "sp_pool_snapshot_json": (status, [c_ptr, _P(c_ptr), _P(c_size)]),
-    "sp_snapshot_html": (status, [ctypes.c_char_p, c_size, ctypes.c_char_p, _P(c_ptr), _P(c_size)]),
     "sp_pool_add_reclaim_hook": (status, [c_ptr, RECLAIM_FN, c_ptr, _P(c_u64)]),
     "sp_pool_remove_reclaim_hook": (status, [c_ptr, c_u64]),
     "sp_memcpy_to_device": (status, [c_ptr, c_ptr, c_ptr, c_size]),
@@ -186,10 +196,48 @@ _signatures = {
 }
 
 
+# libstreampool_report's functions (the memory picture: src/report/), declared when it is loaded.
+_report_signatures = {
+    "sp_snapshot_html": (status, [ctypes.c_char_p, c_size, ctypes.c_char_p, _P(c_ptr), _P(c_size)]),
+}
+
+
 def _declare(library, name):
     f = getattr(library, name)
-    f.restype, f.argtypes = _signatures[name]
+    f.restype, f.argtypes = {**_signatures, **_report_signatures}[name]
     return f
+
+
+_report = None
+
+
+def report_lib():
+    """libstreampool_report, loaded on first use: the memory picture is a library of its own so
+    that the allocator does not carry it. Looked for beside the libstreampool this module loaded
+    (the same build tree, or the package folder), then on the system search path."""
+    global _report
+    if _report is None:
+        names = []
+        here = library_path()
+        if here:
+            folder = os.path.dirname(here)
+            names += [os.path.join(folder, "libstreampool_report" + SONAME[len("libstreampool"):]),
+                      os.path.join(folder, "libstreampool_report.so")]
+        names += ["libstreampool_report" + SONAME[len("libstreampool"):], "libstreampool_report.so"]
+        errors = []
+        for name in names:
+            try:
+                found = ctypes.CDLL(name)
+                break
+            except OSError as e:
+                errors.append(f"{name}: {e}")
+        else:
+            raise OSError("streampool: cannot load libstreampool_report (the memory picture); "
+                          "tried: " + "; ".join(errors))
+        for name in _report_signatures:
+            _declare(found, name)
+        _report = found
+    return _report
 
 
 def library_path(library=None):
@@ -213,8 +261,9 @@ def _where(library):
     return getattr(library, "_name", None) or "libstreampool"
 
 
-def check_version(library, major=MAJOR_VERSION):
-    """Raises ImportError unless the library's major version is `major`."""
+def check_version(library, major=MAJOR_VERSION, minor=MINOR_VERSION):
+    """Raises ImportError unless the library's major version is `major` and, while that is 0, its
+    minor version is `minor`: before 1.0 the ABI may change from one minor version to the next."""
     v = [ctypes.c_int() for _ in range(3)]
     if _declare(library, "sp_get_version")(*[ctypes.byref(x) for x in v]) != SUCCESS:
         raise ImportError(f"streampool: sp_get_version failed in {_where(library)}")
@@ -223,6 +272,11 @@ def check_version(library, major=MAJOR_VERSION):
         raise ImportError(
             f"streampool: this binding declares the C ABI of major version {major}, but "
             f"{_where(library)} is version {'.'.join(map(str, found))}")
+    if major == 0 and found[1] != minor:
+        raise ImportError(
+            f"streampool: this binding declares the C ABI of version {major}.{minor} (before "
+            f"1.0 each minor version is an ABI of its own), but {_where(library)} is version "
+            f"{'.'.join(map(str, found))}")
 
 
 def check_struct_sizes(library, structs=STRUCTS):
@@ -245,12 +299,9 @@ def check_struct_sizes(library, structs=STRUCTS):
                 "include/streampool.h")
 
 
-# The version first: another major version may lack the functions declared below.
-check_version(lib)
-check_struct_sizes(lib)
 def declare_all(library):
     """Declares every function of the binding, or raises ImportError naming the first one the
-    library lacks (a library older than this binding, of the same major version)."""
+    library lacks (a library older than this binding, of the same ABI version)."""
     for name in _signatures:
         try:
             _declare(library, name)
@@ -262,4 +313,7 @@ def declare_all(library):
                 f"no {name}: it is older than this binding; use the library built with it") from None
 
 
+# The version first: another ABI version may lack the functions declared above.
+check_version(lib)
+check_struct_sizes(lib)
 declare_all(lib)

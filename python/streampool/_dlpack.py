@@ -11,9 +11,9 @@ named "dltensor_versioned" a DLManagedTensorVersioned (DLPack 1.0, sent only to 
 asked with max_version >= (1, 0)); the consumer renames the capsule when it takes ownership; the
 deleter may be called from any thread.
 
-A producer is not trusted (issue 45): Imported checks the capsule and every field it reads before
-it takes ownership, and raises Malformed naming the value; the capsule then stays the producer's,
-whose destructor gives the tensor back.
+A producer is not trusted (docs/python.md, "Interop"): Imported checks the capsule and every field
+it reads before it takes ownership, and raises Malformed naming the value; the capsule then stays
+the producer's, whose destructor gives the tensor back.
 """
 
 import ctypes

@@ -23,10 +23,8 @@ from . import _capi
 
 # The sources of the native allocator, in the package (a wheel's copy, CMake's SKBUILD install)
 # or in this repository's tree when the package is run from python/.
-_SOURCES = ("native_allocator.cpp", "graph_arena.cpp", "graph_pools.cpp", "history.cpp", "ipc.cpp",
-            "torch_snapshot.cpp")
-_HEADERS = ("native_allocator.hpp", "graph_arena.hpp", "graph_pools.hpp", "history.hpp", "ipc.hpp",
-            "torch_snapshot.hpp")
+# The file that says a folder holds the sources; all of the folder's *.cpp and *.hpp are built.
+_MAIN = "native_allocator.cpp"
 
 
 class Unavailable(Exception):
@@ -37,11 +35,11 @@ def _source_dirs():
     """(sources folder, include folder) of the native allocator."""
     here = os.path.dirname(os.path.abspath(__file__))
     packaged = os.path.join(here, "_torch_native")
-    if os.path.isfile(os.path.join(packaged, _SOURCES[0])):
+    if os.path.isfile(os.path.join(packaged, _MAIN)):
         return packaged, packaged
     root = os.path.dirname(os.path.dirname(here))
     tree = os.path.join(root, "src", "torch")
-    if os.path.isfile(os.path.join(tree, _SOURCES[0])):
+    if os.path.isfile(os.path.join(tree, _MAIN)):
         return tree, os.path.join(root, "include")
     raise Unavailable("its sources are not in this installation (neither "
                       f"{packaged} nor a source tree's src/torch/)")
@@ -100,8 +98,9 @@ def library(verbose: bool = False) -> str:
     import torch  # type: ignore[import-not-found]
 
     src, inc = _source_dirs()
-    sources = [os.path.join(src, s) for s in _SOURCES]
-    headers = [os.path.join(src, h) for h in _HEADERS] + [os.path.join(inc, "streampool.h")]
+    sources = sorted(glob.glob(os.path.join(src, "*.cpp")))
+    headers = sorted(glob.glob(os.path.join(src, "*.hpp"))) + [
+        os.path.join(inc, "streampool.h"), os.path.join(inc, "streampool", "limits.h")]
     torch_dir = os.path.dirname(torch.__file__)
     name = "streampool_torch_" + _key(torch, sources + headers)
     cache = os.environ.get("STREAMPOOL_TORCH_NATIVE_CACHE") or os.path.join(

@@ -25,8 +25,13 @@ import ctypes
 import threading
 from typing import Any
 
-from . import (Device, Pool, Stream, _capi, _check, _integer, _lib, _report, _shown, _wrong_type,
-               release_native_stream)
+from . import _capi
+from ._capi import lib as _lib
+from ._checks import _integer, _shown
+from ._device import Device
+from ._errors import _check, _report, _wrong_type
+from ._pool import Pool
+from ._stream import Stream, release_native_stream
 
 __all__ = ["enable", "disable", "enabled", "pool", "release_stream", "hook_streams"]
 
@@ -177,4 +182,3 @@ def _malloc(size):
     _check(_lib.sp_pool_allocate(p._handle, max(size, 1), stream._handle, ctypes.byref(ptr)))
     memory = cupy.cuda.UnownedMemory(ptr.value, size, _Block(ptr.value, stream), ordinal)
     return cupy.cuda.MemoryPointer(memory, 0)
-

@@ -5,7 +5,7 @@ SVG, no script, no network, with the block map of every range and the fragmentat
 
 SNAPSHOT.json is what ``Pool.snapshot()`` returns, saved with ``json.dump``, or
 ``Pool.snapshot_json()``'s text (docs/snapshot.schema.json). The page is drawn by the library
-(``sp_snapshot_html``), the same code as ``replay --html``'s.
+(``sp_snapshot_html`` in libstreampool_report), the same code as ``replay --html``'s.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import json
 import sys
 from typing import Any, Optional, Union
 
-from ._capi import lib as _lib
-from . import _check
+from ._capi import report_lib as _report_lib
+from ._errors import _check
 
 __all__ = ["html", "write_html", "main"]
 
@@ -34,8 +34,8 @@ def html(snapshot: Union[dict[str, Any], str, bytes], title: Optional[str] = Non
         raise TypeError(f"streampool.report.html: snapshot is {type(snapshot).__name__}, not a "
                         "dict or JSON text")
     out, n = ctypes.c_void_p(), ctypes.c_size_t()
-    _check(_lib.sp_snapshot_html(text, len(text), title.encode() if title else None,
-                                 ctypes.byref(out), ctypes.byref(n)))
+    _check(_report_lib().sp_snapshot_html(text, len(text), title.encode() if title else None,
+                                          ctypes.byref(out), ctypes.byref(n)))
     return ctypes.string_at(out.value, n.value).decode() if out.value else ""
 
 

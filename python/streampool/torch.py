@@ -23,7 +23,10 @@ import os
 import warnings
 from typing import Any, Optional, Union
 
-from . import _capi, _check, _invalid, _path, _wrong_type, Pool
+from . import _capi
+from ._checks import _path
+from ._errors import _check, _invalid, _wrong_type
+from ._pool import Pool
 
 __all__ = ["enable", "enabled", "native", "memory_stats", "empty_cache", "pool", "record_stream_hook",
            "start_recording", "stop_recording", "record_phase"]

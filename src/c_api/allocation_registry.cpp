@@ -1,6 +1,9 @@
+// streampool C ABI: the registry of memory the C layer knows (allocation_registry.hpp).
 #include "allocation_registry.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <string>
 #include <utility>
 
 #include "handles.hpp"
@@ -9,7 +12,6 @@
 namespace streampool::c_api {
 
 using streampool::detail::format;
-using streampool::detail::format_ptr;
 
 namespace {
 
@@ -41,8 +43,7 @@ auto overlapping_in(const Map& m, std::uintptr_t begin, std::size_t bytes) {
 }
 
 std::string describe(const known_range& r) {
-  return format("%s (%zu bytes, device %llu)", format_ptr(r.ptr).c_str(), r.size,
-                static_cast<unsigned long long>(r.device_id));
+  return format("%p (%zu bytes, device %llu)", printf_arg(r.ptr), r.size, printf_arg(r.device_id));
 }
 
 }  // namespace
@@ -138,27 +139,59 @@ std::shared_ptr<known_range> allocation_registry::known_containing(const void* p
   return nullptr;
 }
 
-void allocation_registry::add_registration(std::shared_ptr<known_range> r) {
+std::shared_ptr<known_range> allocation_registry::known_for(const void* p, std::size_t bytes,
+                                                            std::optional<std::uint64_t> device_id,
+                                                            const char* entry) const {
+  std::shared_ptr<known_range> r = known_containing(p);
+  if (r == nullptr) {
+    const std::string what = bytes != 0
+                                 ? format("%zu bytes at %p: the pointer", bytes, printf_arg(p))
+                                 : format("%p", printf_arg(p));
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: %s is not inside a live allocation of sp_pool_allocate "
+                       "nor in memory registered with sp_memory_register (freed memory, or "
+                       "foreign memory not registered)",
+                       entry, what.c_str())};
+  }
+  const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(p) -
+                                               static_cast<const std::byte*>(r->ptr));
+  if (bytes > r->size - offset) {
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: %zu bytes at offset %zu overrun %s %p of %zu bytes", entry,
+                       bytes, offset, r->is_allocation ? "the allocation" : "the registered range",
+                       printf_arg(r->ptr), r->size)};
+  }
+  if (device_id && r->device_id != *device_id) {
+    throw error{
+        STREAMPOOL_STATUS_INVALID_ARGUMENT,
+        format("streampool: %s: memory %p is on device %llu, the stream on device %llu", entry,
+               printf_arg(r->ptr), printf_arg(r->device_id), printf_arg(*device_id))};
+  }
+  return r;
+}
+
+void allocation_registry::add_registration(std::shared_ptr<known_range> r, const char* entry) {
   const auto key = reinterpret_cast<std::uintptr_t>(r->ptr);
   std::lock_guard lock(mu_);
   if (auto it = overlapping_in(registered_, key, r->size); it != registered_.end()) {
     const bool same = it->first == key && it->second->size == r->size;
     throw error{
         STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: sp_memory_register: %s overlaps %s, %s", describe(*r).c_str(),
+        format("streampool: %s: %s overlaps %s, %s", entry, describe(*r).c_str(),
                describe(*it->second).c_str(),
                same ? "which is already registered" : "registered earlier (unregister it first)")};
   }
   if (auto it = overlapping_in(live_, key, r->size); it != live_.end()) {
     throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: sp_memory_register: %s overlaps %s, a live allocation of "
-                       "sp_pool_allocate (the helpers know it already)",
-                       describe(*r).c_str(), describe(*it->second).c_str())};
+                format("streampool: %s: %s overlaps %s, a live allocation of sp_pool_allocate "
+                       "(the helpers know it already)",
+                       entry, describe(*r).c_str(), describe(*it->second).c_str())};
   }
   registered_.emplace(key, std::move(r));
 }
 
-std::shared_ptr<known_range> allocation_registry::remove_registration(const void* p) {
+std::shared_ptr<known_range> allocation_registry::remove_registration(const void* p,
+                                                                      const char* entry) {
   const auto key = reinterpret_cast<std::uintptr_t>(p);
   std::lock_guard lock(mu_);
   auto it = registered_.find(key);
@@ -169,15 +202,14 @@ std::shared_ptr<known_range> allocation_registry::remove_registration(const void
   }
   if (auto in = containing_in(registered_, key); in != registered_.end()) {
     throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: sp_memory_unregister: pointer %s is inside the registered "
-                       "range %s, not at its start",
-                       format_ptr(p).c_str(), describe(*in->second).c_str())};
+                format("streampool: %s: pointer %p is inside the registered range %s, not at "
+                       "its start",
+                       entry, printf_arg(p), describe(*in->second).c_str())};
   }
   throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-              format("streampool: sp_memory_unregister: pointer %s is not the start of memory "
-                     "registered with sp_memory_register (never registered, or unregistered "
-                     "already)",
-                     format_ptr(p).c_str())};
+              format("streampool: %s: pointer %p is not the start of memory registered with "
+                     "sp_memory_register (never registered, or unregistered already)",
+                     entry, printf_arg(p))};
 }
 
 }  // namespace streampool::c_api

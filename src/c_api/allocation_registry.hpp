@@ -10,8 +10,8 @@
 //     and fill helpers). A free with no stream waits for all work submitted to them up to the free,
 //     through tokens: never through a stream, which may be destroyed (the origin report's bug).
 //
-// The copy and fill helpers accept only device memory found here (issue 9): a pointer to freed
-// memory that is still mapped, or to memory made elsewhere, would otherwise be written silently.
+// The copy and fill helpers accept only device memory found here: a pointer to freed memory that
+// is still mapped, or to memory made elsewhere, would otherwise be written silently.
 // Memory made elsewhere (a framework's tensor) is registered first; its record (a `known_range`
 // without a pool) gives it the same cross-stream ordering in the helpers.
 //
@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "streampool/pool.hpp"
@@ -82,8 +83,8 @@ class allocation_registry {
 
   /// The count of live allocations of pool `pool_id` in the registry, shared by every handle of
   /// the pool (pool_payload): while it is 0, memory that sp_pool_deallocate_native is given
-  /// cannot be a registered allocation, and the native free skips the lookup (issue 45, finding
-  /// 3). Made on first use; gone with the last handle and allocation of the pool.
+  /// cannot be a registered allocation, and the native free skips the lookup. Made on first use;
+  /// gone with the last handle and allocation of the pool.
   [[nodiscard]] std::shared_ptr<std::atomic<std::size_t>> live_counter(std::uint64_t pool_id);
 
   void insert(std::shared_ptr<allocation> a);
@@ -94,6 +95,12 @@ class allocation_registry {
   /// What the helpers may use at p: the allocation containing p, else the registration
   /// containing p, else nullptr. One lookup in each map under the one mutex.
   [[nodiscard]] std::shared_ptr<known_range> known_containing(const void* p) const;
+  /// The range the copy, fill and memory calls use at p: known_containing(p), holding all of
+  /// [p, p + bytes) (bytes 0: p alone), on device `device_id` when one is given. Throws
+  /// error{INVALID_ARGUMENT} naming `entry`, the pointer, the bytes and the devices otherwise.
+  [[nodiscard]] std::shared_ptr<known_range> known_for(const void* p, std::size_t bytes,
+                                                       std::optional<std::uint64_t> device_id,
+                                                       const char* entry) const;
   /// Removes and returns the allocation starting at p if `accept` says yes; nullptr if none.
   template <class Accept>
   std::shared_ptr<allocation> take_if(const void* p, Accept&& accept) {
@@ -107,14 +114,14 @@ class allocation_registry {
     return a;
   }
 
-  /// Adds a registration; throws error{INVALID_ARGUMENT} naming both ranges when it overlaps a
-  /// registration or a live allocation. (insert() does not check the other way round: pool memory
-  /// that was registered, freed through another path and handed out again is found as the
-  /// allocation, which known_containing() looks at first.)
-  void add_registration(std::shared_ptr<known_range> r);
-  /// Removes and returns the registration starting at p; throws error{INVALID_ARGUMENT} naming p
-  /// (and the registration containing it, if any) when there is none.
-  std::shared_ptr<known_range> remove_registration(const void* p);
+  /// Adds a registration; throws error{INVALID_ARGUMENT} naming `entry` and both ranges when it
+  /// overlaps a registration or a live allocation. (insert() does not check the other way round:
+  /// pool memory that was registered, freed through another path and handed out again is found as
+  /// the allocation, which known_containing() looks at first.)
+  void add_registration(std::shared_ptr<known_range> r, const char* entry);
+  /// Removes and returns the registration starting at p; throws error{INVALID_ARGUMENT} naming
+  /// `entry` and p (and the registration containing it, if any) when there is none.
+  std::shared_ptr<known_range> remove_registration(const void* p, const char* entry);
 
  private:
   mutable std::mutex mu_;  // guards live_, registered_ and counters_

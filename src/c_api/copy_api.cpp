@@ -6,7 +6,7 @@
 // C++ array layer does.
 //
 // Each device range must lie inside memory the registry knows: a live allocation of
-// sp_pool_allocate or a range registered with sp_memory_register (issue 9). Freed memory that the
+// sp_pool_allocate or a range registered with sp_memory_register. Freed memory that the
 // pool has not handed out again is still mapped, so without this check a stale pointer would be
 // written silently, into memory that a later allocation receives. The check is one lookup under
 // the registry's mutex per device pointer, on the helpers only: allocate and free do not pay it.
@@ -26,43 +26,19 @@ using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::known_range;
 using streampool::c_api::pinned;
+using streampool::c_api::printf_arg;
 using streampool::c_api::require;
 using streampool::c_api::stream_of;
 using streampool::c_api::stream_payload;
 using streampool::detail::format;
-using streampool::detail::format_ptr;
 
 namespace {
 
-// The known range holding all of [p, p + bytes) (bytes > 0), usable from `stream`; throws
-// error{INVALID_ARGUMENT} naming the function, the pointer and the byte count otherwise.
+// The known range holding all of [p, p + bytes) (bytes > 0), on the stream's device; refused
+// otherwise, naming the entry point (allocation_registry::known_for).
 std::shared_ptr<known_range> checked(const stream_payload& stream, const void* p, std::size_t bytes,
-                                     const char* function) {
-  std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(p);
-  if (r == nullptr) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: %zu bytes at %s: the pointer is not inside a live "
-                       "allocation of sp_pool_allocate nor in memory registered with "
-                       "sp_memory_register (freed memory, or foreign memory not registered)",
-                       function, bytes, format_ptr(p).c_str())};
-  }
-  const char* what = r->is_allocation ? "the allocation" : "the registered range";
-  const auto offset = static_cast<std::size_t>(static_cast<const std::byte*>(p) -
-                                               static_cast<const std::byte*>(r->ptr));
-  if (bytes > r->size - offset) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: %zu bytes at offset %zu overrun %s %s of %zu bytes",
-                       function, bytes, offset, what, format_ptr(r->ptr).c_str(), r->size)};
-  }
-  const std::uint64_t got = stream.s.get_device().id();
-  if (r->device_id != got) {
-    throw error{
-        STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: %s: memory %s is on device %llu, the stream on device %llu", function,
-               format_ptr(r->ptr).c_str(), static_cast<unsigned long long>(r->device_id),
-               static_cast<unsigned long long>(got))};
-  }
-  return r;
+                                     const char* entry) {
+  return allocation_registry::instance().known_for(p, bytes, stream.s.get_device().id(), entry);
 }
 
 // Makes `stream` ordered after every other stream's helper work on `r`, and records `stream` as a
@@ -72,11 +48,11 @@ void acquire(const stream_payload& stream, known_range& r) { r.acquire(stream.s.
 // The stream, pinned; with bytes > 0, dst and src must not be NULL. (0 bytes is a no-op that
 // checks no pointer, as the header says; the stream is a handle, checked always.)
 pinned<stream_payload> check_args(sp_stream_t stream, const void* dst, const void* src,
-                                  std::size_t bytes, const char* function) {
-  pinned<stream_payload> s = stream_of(stream, function);
+                                  std::size_t bytes, const char* entry) {
+  pinned<stream_payload> s = stream_of(stream, entry);
   if (bytes != 0) {
-    require(dst, function, "dst");
-    require(src, function, "src");
+    require(dst, entry, "dst");
+    require(src, entry, "src");
   }
   return s;
 }
@@ -86,10 +62,10 @@ pinned<stream_payload> check_args(sp_stream_t stream, const void* dst, const voi
 extern "C" {
 
 sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
-  return guarded([&] {
-    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_to_device");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = check_args(stream, dst, src, bytes, entry);
     if (bytes == 0) return;
-    acquire(*s, *checked(*s, dst, bytes, "sp_memcpy_to_device"));
+    acquire(*s, *checked(*s, dst, bytes, entry));
     // src_is_host: the backend stages the source before submit returns.
     s->s.ref().submit(
         streampool::command::make(streampool::copy_command{dst, src, bytes, true, false}));
@@ -97,10 +73,10 @@ sp_status_t sp_memcpy_to_device(sp_stream_t stream, void* dst, const void* src, 
 }
 
 sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
-  return guarded([&] {
-    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_to_host");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = check_args(stream, dst, src, bytes, entry);
     if (bytes == 0) return;
-    acquire(*s, *checked(*s, src, bytes, "sp_memcpy_to_host"));
+    acquire(*s, *checked(*s, src, bytes, entry));
     s->s.ref().submit(
         streampool::command::make(streampool::copy_command{dst, src, bytes, false, true}));
     s->s.synchronize();
@@ -108,21 +84,21 @@ sp_status_t sp_memcpy_to_host(sp_stream_t stream, void* dst, const void* src, si
 }
 
 sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, size_t bytes) {
-  return guarded([&] {
-    const auto s = check_args(stream, dst, src, bytes, "sp_memcpy_device");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = check_args(stream, dst, src, bytes, entry);
     if (bytes == 0) return;
     // Both checked before either is acquired: a refused call changes nothing.
-    const std::shared_ptr<known_range> from = checked(*s, src, bytes, "sp_memcpy_device");
-    const std::shared_ptr<known_range> to = checked(*s, dst, bytes, "sp_memcpy_device");
+    const std::shared_ptr<known_range> from = checked(*s, src, bytes, entry);
+    const std::shared_ptr<known_range> to = checked(*s, dst, bytes, entry);
     const auto s0 = reinterpret_cast<std::uintptr_t>(src);
     const auto d0 = reinterpret_cast<std::uintptr_t>(dst);
     // Both ranges lie inside known memory, so the sums cannot wrap. An overlapping copy is
     // undefined for every backend's copy (memcpy, cuMemcpyAsync).
     if (s0 < d0 + bytes && d0 < s0 + bytes) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_memcpy_device: %zu bytes from %s to %s: the source and "
-                         "destination overlap",
-                         bytes, format_ptr(src).c_str(), format_ptr(dst).c_str())};
+                  format("streampool: %s: %zu bytes from %p to %p: the source and destination "
+                         "overlap",
+                         entry, bytes, printf_arg(src), printf_arg(dst))};
     }
     acquire(*s, *from);
     acquire(*s, *to);
@@ -133,21 +109,21 @@ sp_status_t sp_memcpy_device(sp_stream_t stream, void* dst, const void* src, siz
 
 sp_status_t sp_fill(sp_stream_t stream, void* dst, uint64_t pattern, size_t element_size,
                     size_t count) {
-  return guarded([&] {
-    const auto s = stream_of(stream, "sp_fill");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = stream_of(stream, entry);
     if (element_size != 1 && element_size != 2 && element_size != 4 && element_size != 8) {
       throw error{
           STREAMPOOL_STATUS_INVALID_ARGUMENT,
-          format("streampool: sp_fill: element_size %zu is not 1, 2, 4 or 8", element_size)};
+          format("streampool: %s: element_size %zu is not 1, 2, 4 or 8", entry, element_size)};
     }
     if (count == 0) return;  // checks no pointer (the header's promise)
-    require(dst, "sp_fill", "dst");
+    require(dst, entry, "dst");
     if (count > SIZE_MAX / element_size) {
       throw error{
           STREAMPOOL_STATUS_INVALID_ARGUMENT,
-          format("streampool: sp_fill: %zu elements of %zu bytes overflow", count, element_size)};
+          format("streampool: %s: %zu elements of %zu bytes overflow", entry, count, element_size)};
     }
-    acquire(*s, *checked(*s, dst, count * element_size, "sp_fill"));
+    acquire(*s, *checked(*s, dst, count * element_size, entry));
     s->s.ref().submit(
         streampool::command::make(streampool::fill_command{dst, pattern, element_size, count}));
   });

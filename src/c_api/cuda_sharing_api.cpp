@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "handles.hpp"
+#include "streampool/backend.hpp"
 #include "streampool/error.hpp"
 
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
@@ -21,9 +22,9 @@ using streampool::detail::format;
 #ifndef SP_C_API_CUDA
 namespace {
 
-[[noreturn]] void no_cuda(const char* function) {
+[[noreturn]] void no_cuda(const char* entry) {
   throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-              std::string("streampool: ") + function + ": this build has no CUDA backend"};
+              std::string("streampool: ") + entry + ": this build has no CUDA backend"};
 }
 
 }  // namespace
@@ -33,9 +34,8 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
                           uint64_t* base, size_t* shared_bytes, size_t* granule_bytes,
                           unsigned char* ipc_handle, int* fds, size_t fd_capacity,
                           size_t* fd_count) {
-  return guarded([&] {
-    const char* f = "sp_cuda_share";
-    const auto p = pool_of(pool, f);
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = pool_of(pool, entry);
     for (const auto& [v, name] : {std::pair<const void*, const char*>{ptr, "ptr"},
                                   {kind, "kind"},
                                   {base, "base"},
@@ -43,13 +43,13 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
                                   {granule_bytes, "granule_bytes"},
                                   {ipc_handle, "ipc_handle"},
                                   {fd_count, "fd_count"}})
-      require(v, f, name);
+      require(v, entry, name);
     const streampool::device dev = p->p.get_device();
     const streampool::backend& b = dev.get_backend();
-    if (b.name() != "cuda") {
-      throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                  format("streampool: sp_cuda_share: the pool is on a %s device, not CUDA",
-                         b.name().c_str())};
+    if (b.kind() != streampool::backend_kind::cuda) {
+      throw error{
+          STREAMPOOL_STATUS_NOT_AVAILABLE,
+          format("streampool: %s: the pool is on a %s device, not CUDA", entry, b.name().c_str())};
     }
 #ifdef SP_C_API_CUDA
     streampool::cuda_shared_memory s =
@@ -57,10 +57,10 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
     if (s.fds.size() > fd_capacity || (!s.fds.empty() && fds == nullptr)) {
       // Refused: the descriptors exported for the caller are closed, not leaked.
       for (const int fd : s.fds) (void)::close(fd);
-      require(fds, f, "fds");
+      require(fds, entry, "fds");
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_cuda_share: [%p, +%zu) is %zu granules, fds holds %zu",
-                         ptr, bytes, s.fds.size(), fd_capacity)};
+                  format("streampool: %s: [%p, +%zu) is %zu granules, fds holds %zu", entry, ptr,
+                         bytes, s.fds.size(), fd_capacity)};
     }
     *kind = s.what == streampool::cuda_shared_memory::kind::allocation ? SP_CUDA_SHARED_ALLOCATION
                                                                        : SP_CUDA_SHARED_GRANULES;
@@ -72,35 +72,33 @@ sp_status_t sp_cuda_share(sp_pool_t pool, int ordinal, const void* ptr, size_t b
     *fd_count = s.fds.size();
 #else
     (void)ordinal, (void)bytes, (void)fds, (void)fd_capacity;
-    no_cuda(f);
+    no_cuda(entry);
 #endif
   });
 }
 
 sp_status_t sp_cuda_map_shared(int ordinal, const int* fds, size_t count, size_t granule_bytes,
                                void** base) {
-  return guarded([&] {
-    const char* f = "sp_cuda_map_shared";
-    require(fds, f, "fds");
-    require(base, f, "base");
+  return guarded(__func__, [&](const char* entry) {
+    require(fds, entry, "fds");
+    require(base, entry, "base");
 #ifdef SP_C_API_CUDA
     *base = streampool::cuda_map_shared(ordinal, std::vector<int>(fds, fds + count), granule_bytes);
 #else
     (void)ordinal, (void)count, (void)granule_bytes;
-    no_cuda(f);
+    no_cuda(entry);
 #endif
   });
 }
 
 sp_status_t sp_cuda_unmap_shared(int ordinal, void* base, size_t bytes) {
-  return guarded([&] {
-    const char* f = "sp_cuda_unmap_shared";
-    require(base, f, "base");
+  return guarded(__func__, [&](const char* entry) {
+    require(base, entry, "base");
 #ifdef SP_C_API_CUDA
     streampool::cuda_unmap_shared(ordinal, base, bytes);
 #else
     (void)ordinal, (void)bytes;
-    no_cuda(f);
+    no_cuda(entry);
 #endif
   });
 }

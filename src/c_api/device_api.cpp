@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "handles.hpp"
+#include "streampool/backend.hpp"
 #include "streampool/host.hpp"
 #include "struct_size.hpp"
 
@@ -39,11 +40,13 @@ namespace {
 // Backs the const char* of sp_device_violation_message until the next call on this thread.
 thread_local std::string violation_text;
 
-bool is_host(const streampool::device& d) { return d.get_backend().name() == "host"; }
+bool is_host(const streampool::device& d) {
+  return d.get_backend().kind() == streampool::backend_kind::host;
+}
 
 /// One GPU runtime as the C ABI sees it: null functions when this build does not have it.
 struct gpu_runtime {
-  const char* name;  // as in backend::name() and the entry points' names
+  const char* name;  // as in backend::name(), for messages
   bool (*available)() noexcept;
   int (*count)();
   std::shared_ptr<streampool::backend> (*make)(int ordinal);
@@ -70,16 +73,16 @@ constexpr gpu_runtime level_zero_runtime{"level_zero", streampool::level_zero_av
 constexpr gpu_runtime level_zero_runtime{"level_zero", nullptr, nullptr, nullptr};
 #endif
 
-/// sp_device_create_<name>: NOT_AVAILABLE without the backend in the build, without the runtime
-/// or device (the backend's error kinds map the rest, in guarded()).
-sp_status_t create_gpu_device(const gpu_runtime& r, int ordinal, sp_device_t* device) {
-  return guarded([&] {
-    const std::string where = std::string("sp_device_create_") + r.name;
-    require(device, where.c_str(), "device (the output)");
+/// sp_device_create_<name> (`entry`): NOT_AVAILABLE without the backend in the build, without
+/// the runtime or device (the backend's error kinds map the rest, in guarded()).
+sp_status_t create_gpu_device(const char* entry, const gpu_runtime& r, int ordinal,
+                              sp_device_t* device) {
+  return guarded(entry, [&] {
+    require(device, entry, "device (the output)");
     if (r.make == nullptr) {
       throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                  "streampool: " + where + "(" + std::to_string(ordinal) + "): " + r.name +
-                      ": not available (this build has no " + r.name + " backend)"};
+                  std::string("streampool: ") + entry + "(" + std::to_string(ordinal) + "): " +
+                      r.name + ": not available (this build has no " + r.name + " backend)"};
     }
     // make() names the reason (no runtime, no such device) in a backend_error of that kind.
     *device = add_device(
@@ -87,11 +90,10 @@ sp_status_t create_gpu_device(const gpu_runtime& r, int ordinal, sp_device_t* de
   });
 }
 
-/// sp_<name>_device_count: 0 without the backend, the runtime or a device.
-sp_status_t gpu_device_count(const gpu_runtime& r, int* count) {
-  return guarded([&] {
-    const std::string where = std::string("sp_") + r.name + "_device_count";
-    require(count, where.c_str(), "count");
+/// sp_<name>_device_count (`entry`): 0 without the backend, the runtime or a device.
+sp_status_t gpu_device_count(const char* entry, const gpu_runtime& r, int* count) {
+  return guarded(entry, [&] {
+    require(count, entry, "count");
     *count = r.available != nullptr && r.available() ? r.count() : 0;
   });
 }
@@ -100,10 +102,10 @@ sp_status_t gpu_device_count(const gpu_runtime& r, int* count) {
 extern "C" {
 
 sp_status_t sp_host_options_set_defaults(sp_host_options_t* options) {
-  return guarded([&] {
-    require(options, "sp_host_options_set_defaults", "options");
+  return guarded(__func__, [&](const char* entry) {
+    require(options, entry, "options");
     // One version so far: every field below is in it.
-    (void)version_to_write(host_options_abi, options, "sp_host_options_set_defaults");
+    (void)version_to_write(host_options_abi, options, entry);
     const streampool::host_options o;
     options->checking = o.checking ? 1 : 0;
     options->max_delay_us = o.max_delay_us;
@@ -116,11 +118,11 @@ sp_status_t sp_host_options_set_defaults(sp_host_options_t* options) {
 }
 
 sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t* device) {
-  return guarded([&] {
-    require(device, "sp_device_create_host", "device (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    require(device, entry, "device (the output)");
     streampool::host_options o;
     if (options != nullptr) {
-      (void)version_to_read(host_options_abi, options, "sp_device_create_host");
+      (void)version_to_read(host_options_abi, options, entry);
       o.checking = options->checking != 0;
       o.max_delay_us = options->max_delay_us;
       o.seed = options->seed;
@@ -135,71 +137,77 @@ sp_status_t sp_device_create_host(const sp_host_options_t* options, sp_device_t*
 }
 
 sp_status_t sp_device_create_cuda(int ordinal, sp_device_t* device) {
-  return create_gpu_device(cuda_runtime, ordinal, device);
+  return create_gpu_device(__func__, cuda_runtime, ordinal, device);
 }
-sp_status_t sp_cuda_device_count(int* count) { return gpu_device_count(cuda_runtime, count); }
+sp_status_t sp_cuda_device_count(int* count) {
+  return gpu_device_count(__func__, cuda_runtime, count);
+}
 sp_status_t sp_device_create_opencl(int ordinal, sp_device_t* device) {
-  return create_gpu_device(opencl_runtime, ordinal, device);
+  return create_gpu_device(__func__, opencl_runtime, ordinal, device);
 }
-sp_status_t sp_opencl_device_count(int* count) { return gpu_device_count(opencl_runtime, count); }
+sp_status_t sp_opencl_device_count(int* count) {
+  return gpu_device_count(__func__, opencl_runtime, count);
+}
 sp_status_t sp_device_create_level_zero(int ordinal, sp_device_t* device) {
-  return create_gpu_device(level_zero_runtime, ordinal, device);
+  return create_gpu_device(__func__, level_zero_runtime, ordinal, device);
 }
 sp_status_t sp_level_zero_device_count(int* count) {
-  return gpu_device_count(level_zero_runtime, count);
+  return gpu_device_count(__func__, level_zero_runtime, count);
 }
 
 sp_status_t sp_device_destroy(sp_device_t device) {
-  return guarded([&] {
+  return guarded(__func__, [&](const char* entry) {
     // Streams, pools and allocations hold the device state themselves: this only drops a handle.
-    destroy_handle<device_payload>(handle_kind::device, device, "sp_device_destroy", "device",
+    destroy_handle<device_payload>(handle_kind::device, device, entry, "device",
                                    [](device_payload&) {});
   });
 }
 
 sp_status_t sp_device_id(sp_device_t device, uint64_t* id) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_id");
-    require(id, "sp_device_id", "id");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(id, entry, "id");
     *id = d->dev.id();
   });
 }
 
 sp_status_t sp_device_backend_name(sp_device_t device, const char** name) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_backend_name");
-    require(name, "sp_device_backend_name", "name");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(name, entry, "name");
     *name = d->dev.get_backend().name().c_str();
   });
 }
 
 sp_status_t sp_device_begin_capture(sp_device_t device) {
-  return guarded(
-      [&] { device_of(device, "sp_device_begin_capture")->dev.get_backend().begin_capture(); });
+  return guarded(__func__, [&](const char* entry) {
+    device_of(device, entry)->dev.get_backend().begin_capture();
+  });
 }
 
 sp_status_t sp_device_end_capture(sp_device_t device) {
-  return guarded(
-      [&] { device_of(device, "sp_device_end_capture")->dev.get_backend().end_capture(); });
+  return guarded(__func__, [&](const char* entry) {
+    device_of(device, entry)->dev.get_backend().end_capture();
+  });
 }
 
 sp_status_t sp_device_violation_count(sp_device_t device, size_t* count) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_violation_count");
-    require(count, "sp_device_violation_count", "count");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(count, entry, "count");
     *count = is_host(d->dev) ? streampool::host_violations(d->dev.get_backend()).size() : 0;
   });
 }
 
 sp_status_t sp_device_violation_message(sp_device_t device, size_t index, const char** text) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_violation_message");
-    require(text, "sp_device_violation_message", "text");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(text, entry, "text");
     std::vector<std::string> v;
     if (is_host(d->dev)) v = streampool::host_violations(d->dev.get_backend());
     if (index >= v.size()) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_device_violation_message: index " + std::to_string(index) +
+                  std::string("streampool: ") + entry + ": index " + std::to_string(index) +
                       " is out of range (" + std::to_string(v.size()) + " violations)"};
     }
     violation_text = v[index];
@@ -208,9 +216,9 @@ sp_status_t sp_device_violation_message(sp_device_t device, size_t index, const 
 }
 
 sp_status_t sp_device_upstream_bytes(sp_device_t device, size_t* bytes) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_upstream_bytes");
-    require(bytes, "sp_device_upstream_bytes", "bytes");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(bytes, entry, "bytes");
     *bytes = streampool::host_allocated_bytes(d->dev.get_backend());
   });
 }

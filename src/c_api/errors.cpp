@@ -1,8 +1,10 @@
 // streampool C ABI: status codes, the thread-local last error, the version.
+#include "errors.hpp"
+
 #include <exception>
 #include <new>
+#include <string>
 
-#include "handles.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::c_api {
@@ -82,10 +84,10 @@ const char* sp_status_string(sp_status_t status) {
 }
 
 sp_status_t sp_get_version(int* major, int* minor, int* patch) {
-  return streampool::c_api::guarded([&] {
-    streampool::c_api::require(major, "sp_get_version", "major");
-    streampool::c_api::require(minor, "sp_get_version", "minor");
-    streampool::c_api::require(patch, "sp_get_version", "patch");
+  return streampool::c_api::guarded(__func__, [&](const char* entry) {
+    streampool::c_api::require(major, entry, "major");
+    streampool::c_api::require(minor, entry, "minor");
+    streampool::c_api::require(patch, entry, "patch");
     *major = STREAMPOOL_VERSION_MAJOR;
     *minor = STREAMPOOL_VERSION_MINOR;
     *patch = STREAMPOOL_VERSION_PATCH;

@@ -1,3 +1,4 @@
+// streampool C ABI: the handle tables (handle_table.hpp).
 #include "handle_table.hpp"
 
 #include "handles.hpp"

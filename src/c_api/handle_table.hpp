@@ -1,5 +1,5 @@
-// streampool C ABI: the tables behind sp_device_t, sp_stream_t and sp_pool_t (issue 45, finding
-// 5: C handles that cannot crash).
+// streampool C ABI: the tables behind sp_device_t, sp_stream_t and sp_pool_t: C handles that
+// cannot crash, whatever value a caller passes.
 //
 // Glossary
 //   handle      what a C caller holds: not an address but a number,

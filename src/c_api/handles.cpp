@@ -8,7 +8,6 @@ namespace streampool::c_api {
 namespace {
 
 using streampool::detail::format;
-using streampool::detail::format_ptr;
 
 template <class Handle, class Payload>
 Handle add(handle_kind k, std::unique_ptr<Payload> payload) {
@@ -22,14 +21,13 @@ Handle add(handle_kind k, std::unique_ptr<Payload> payload) {
 void refuse_orphan(sp_stream_t h, std::uint64_t owner, const char* function, const char* what) {
   throw error{
       STREAMPOOL_STATUS_INVALID_ARGUMENT,
-      format("streampool: %s: %s: stream handle %s wraps the queue of stream handle %s, which was "
+      format("streampool: %s: %s: stream handle %p wraps the queue of stream handle %p, which was "
              "destroyed (the queue is gone; only sp_stream_synchronize, sp_stream_destroy and "
              "sp_stream_release accept this handle now)",
-             function, what, format_ptr(h).c_str(),
-             format_ptr(as_handle<const void*>(owner)).c_str())};
+             function, what, printf_arg(h), printf_arg(as_handle<const void*>(owner)))};
 }
 
-pool pool_behind(sp_pool_t h) { return pool_of(h, "pool_behind")->p; }
+pool pool_behind(sp_pool_t h) { return pool_of(h, __func__)->p; }
 
 sp_device_t add_device(std::unique_ptr<device_payload> payload) {
   return add<sp_device_t>(handle_kind::device, std::move(payload));

@@ -1,4 +1,4 @@
-// streampool C ABI: what the opaque handles stand for, and the exception firewall.
+// streampool C ABI: what the opaque handles stand for, and how an entry point reaches them.
 //
 // Glossary
 //   handle      an sp_device_t, sp_stream_t or sp_pool_t: a number from a handle table
@@ -16,8 +16,7 @@
 //               release accept it; other calls are refused, naming both handles.
 //   allocation  the C layer's record of one live pointer made through sp_pool_allocate
 //               (allocation_registry.hpp): it owns its pool, so memory outlives pool handles.
-//   firewall    guarded(): runs an entry point's body, catches every exception and turns it into
-//               an sp_status_t plus the thread's last-error message. Nothing crosses into C.
+// Entry points, their names in messages and the exception firewall: errors.hpp.
 #pragma once
 
 #include <atomic>
@@ -28,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "errors.hpp"
 #include "handle_table.hpp"
 #include "pins.hpp"
 #include "streampool.h"
@@ -83,23 +83,6 @@ class pinned {
   pin pin_;
   Payload* payload_ = nullptr;
 };
-
-/// An error the C layer raises itself, with its status.
-struct error {
-  sp_status_t status;
-  std::string message;
-};
-
-/// Records `message` as the calling thread's last error. Never throws.
-void set_last_error(const char* message) noexcept;
-
-/// Throws error{INVALID_ARGUMENT} naming `what` when `p` is NULL.
-inline void require(const void* p, const char* function, const char* what) {
-  if (p == nullptr) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                std::string("streampool: ") + function + ": " + what + " is NULL"};
-  }
-}
 
 /// The handle's number (handle_table.hpp).
 template <class Handle>
@@ -198,19 +181,6 @@ void destroy_handle(handle_kind k, Handle h, const char* function, const char* w
     run_or_defer(std::move(finish));
   } else {
     finish();
-  }
-}
-
-/// The firewall: every entry point's body runs inside it.
-sp_status_t translate_current_exception() noexcept;
-
-template <class F>
-sp_status_t guarded(F&& body) noexcept {
-  try {
-    std::forward<F>(body)();
-    return STREAMPOOL_STATUS_SUCCESS;
-  } catch (...) {
-    return translate_current_exception();
   }
 }
 

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <vector>
 
 #include "allocation_registry.hpp"
 #include "handles.hpp"
@@ -21,86 +20,66 @@ using streampool::c_api::device_of;
 using streampool::c_api::error;
 using streampool::c_api::guarded;
 using streampool::c_api::known_range;
+using streampool::c_api::printf_arg;
 using streampool::c_api::require;
 using streampool::c_api::stream_of;
 using streampool::detail::format;
-using streampool::detail::format_ptr;
-
-namespace {
-
-// The live allocation or registered range containing ptr, on device `device_id` when given;
-// error{INVALID_ARGUMENT} naming the function and pointer otherwise.
-std::shared_ptr<known_range> known(const void* ptr, std::optional<std::uint64_t> device_id,
-                                   const char* function) {
-  require(ptr, function, "ptr");
-  std::shared_ptr<known_range> r = allocation_registry::instance().known_containing(ptr);
-  if (r == nullptr) {
-    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                format("streampool: %s: %s is not inside a live allocation of sp_pool_allocate "
-                       "nor in memory registered with sp_memory_register",
-                       function, format_ptr(ptr).c_str())};
-  }
-  if (device_id && r->device_id != *device_id) {
-    throw error{
-        STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: %s: memory %s is on device %llu, the stream on device %llu", function,
-               format_ptr(r->ptr).c_str(), static_cast<unsigned long long>(r->device_id),
-               static_cast<unsigned long long>(*device_id))};
-  }
-  return r;
-}
-
-}  // namespace
 
 extern "C" {
 
 sp_status_t sp_memory_register(sp_device_t device, void* ptr, size_t bytes) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_memory_register");
-    require(ptr, "sp_memory_register", "ptr");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(ptr, entry, "ptr");
     if (bytes == 0) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_memory_register: 0 bytes at %s (register at least one "
-                         "byte)",
-                         format_ptr(ptr).c_str())};
+                  format("streampool: %s: 0 bytes at %p (register at least one byte)", entry,
+                         printf_arg(ptr))};
     }
     if (bytes > UINTPTR_MAX - reinterpret_cast<std::uintptr_t>(ptr)) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_memory_register: %zu bytes at %s wraps around the "
-                         "address space",
-                         bytes, format_ptr(ptr).c_str())};
+                  format("streampool: %s: %zu bytes at %p wraps around the address space", entry,
+                         bytes, printf_arg(ptr))};
     }
     allocation_registry::instance().add_registration(
-        std::make_shared<known_range>(ptr, bytes, d->dev.id(), nullptr, false));
+        std::make_shared<known_range>(ptr, bytes, d->dev.id(), nullptr, false), entry);
   });
 }
 
 sp_status_t sp_memory_unregister(void* ptr) {
-  return guarded([&] {
-    require(ptr, "sp_memory_unregister", "ptr");
+  return guarded(__func__, [&](const char* entry) {
+    require(ptr, entry, "ptr");
     // Helper work on the range may still be queued: wait for it, so that the caller may free the
     // memory as soon as this returns (streams that used it may be destroyed: tokens, not streams).
-    allocation_registry::instance().remove_registration(ptr)->synchronize();
+    allocation_registry::instance().remove_registration(ptr, entry)->synchronize();
   });
 }
 
 sp_status_t sp_memory_acquire(sp_stream_t stream, void* ptr) {
-  return guarded([&] {
-    const auto s = stream_of(stream, "sp_memory_acquire");
-    known(ptr, s->s.get_device().id(), "sp_memory_acquire")->acquire(s->s.ref());
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = stream_of(stream, entry);
+    require(ptr, entry, "ptr");
+    allocation_registry::instance()
+        .known_for(ptr, 0, s->s.get_device().id(), entry)
+        ->acquire(s->s.ref());
   });
 }
 
 sp_status_t sp_memory_acquire_native(sp_device_t device, void* ptr, void* native_stream) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_memory_acquire_native");
-    const std::shared_ptr<known_range> r = known(ptr, d->dev.id(), "sp_memory_acquire_native");
-    r->acquire(streampool::c_api::native_stream(d->dev, native_stream, "sp_memory_acquire_native"));
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(ptr, entry, "ptr");
+    const std::shared_ptr<known_range> r =
+        allocation_registry::instance().known_for(ptr, 0, d->dev.id(), entry);
+    r->acquire(streampool::c_api::native_stream(d->dev, native_stream, entry));
   });
 }
 
 sp_status_t sp_memory_synchronize(void* ptr) {
-  return guarded([&] { known(ptr, std::nullopt, "sp_memory_synchronize")->synchronize(); });
+  return guarded(__func__, [&](const char* entry) {
+    require(ptr, entry, "ptr");
+    allocation_registry::instance().known_for(ptr, 0, std::nullopt, entry)->synchronize();
+  });
 }
 
 }  // extern "C"

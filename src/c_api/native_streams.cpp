@@ -1,3 +1,5 @@
+// streampool C ABI: native stream handles wrapped once, and the queues the C layer made
+// (native_streams.hpp).
 #include "native_streams.hpp"
 
 #include <array>
@@ -10,16 +12,13 @@
 #include <utility>
 
 #include "handles.hpp"
+#include "streampool/backend.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::c_api {
 namespace {
 
 using streampool::detail::format;
-using streampool::detail::format_ptr;
-
-constexpr std::uintptr_t cuda_legacy = 0x1;      // CU_STREAM_LEGACY
-constexpr std::uintptr_t cuda_per_thread = 0x2;  // CU_STREAM_PER_THREAD
 
 struct registry {
   std::mutex mu;
@@ -45,7 +44,7 @@ void remember(std::uint64_t device_id, void* handle, std::uint64_t gen,
   t.native_cache[t.native_cache_next++ % t.native_cache.size()] = {device_id, handle, gen, wrapper};
 }
 
-bool is_cuda(const device& d) { return d.get_backend().name() == "cuda"; }
+bool is_cuda(const device& d) { return d.get_backend().kind() == backend_kind::cuda; }
 
 struct owned_queues {
   std::mutex mu;
@@ -72,10 +71,10 @@ std::vector<std::unique_ptr<stream>> take_wrappers(void* handle) {
   for (auto& [key, w] : r.wrapped) {
     if (key.second == handle && pins_here(w.get()) > 0) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: native stream %s is in use by a call in flight on this "
+                  format("streampool: native stream %p is in use by a call in flight on this "
                          "thread (a reclaim hook runs inside a call on it): release it after "
                          "that call returns; nothing was released",
-                         format_ptr(handle).c_str())};
+                         printf_arg(handle))};
     }
   }
   for (auto it = r.wrapped.begin(); it != r.wrapped.end();) {
@@ -98,7 +97,7 @@ std::atomic<std::uint64_t> wrapper_generation{0};
 
 void* wrappable_queue(const device& d, void* handle) {
   // NOLINTNEXTLINE(performance-no-int-to-ptr): CU_STREAM_LEGACY is a handle value, not an address
-  return handle == nullptr && is_cuda(d) ? reinterpret_cast<void*>(cuda_legacy) : handle;
+  return handle == nullptr && is_cuda(d) ? reinterpret_cast<void*>(cuda_legacy_stream) : handle;
 }
 
 void check_native_queue(const device& d, void* queue, const char* function) {
@@ -106,18 +105,16 @@ void check_native_queue(const device& d, void* queue, const char* function) {
   // Only the host backend can tell its queues from other values: it keeps a set of them and
   // refuses to record a marker on anything else. A marker recorded and released at once is
   // harmless (it orders nothing), and this runs once per wrapper, not per call.
-  if (b.name() != "host") return;
+  if (b.kind() != backend_kind::host) return;
   try {
     b.release_marker(b.record(queue));
   } catch (const logic_error&) {
     const std::optional<std::uint64_t> owner = owner_device(queue);
     throw error{
         STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: %s: native stream %s is not a queue of device %llu (host backend)%s",
-               function, format_ptr(queue).c_str(), static_cast<unsigned long long>(d.id()),
-               owner ? format(": it is a queue of device %llu",
-                              static_cast<unsigned long long>(*owner))
-                           .c_str()
+        format("streampool: %s: native stream %p is not a queue of device %llu (host backend)%s",
+               function, printf_arg(queue), printf_arg(d.id()),
+               owner ? format(": it is a queue of device %llu", printf_arg(*owner)).c_str()
                      : " (a destroyed queue, or not a queue)")};
   }
 }
@@ -125,7 +122,7 @@ void check_native_queue(const device& d, void* queue, const char* function) {
 pinned_stream native_stream(const device& d, void* handle, const char* function) {
   if (pinned_stream cached; lookup_cached(this_thread(), d.id(), handle, cached)) return cached;
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
-  if (is_cuda(d) && h == cuda_per_thread) {
+  if (is_cuda(d) && h == cuda_per_thread_stream) {
     // The legacy wrapper too, so that all_native_stream_points covers this thread's work.
     (void)native_stream(d, nullptr, function);
     const stream* w = nullptr;
@@ -136,7 +133,7 @@ pinned_stream native_stream(const device& d, void* handle, const char* function)
       this_thread_defaults.wrapped.emplace_back(
           d.id(),
           // NOLINTNEXTLINE(performance-no-int-to-ptr): CU_STREAM_LEGACY is a handle, not an address
-          std::make_unique<stream>(stream::wrap(d, reinterpret_cast<void*>(cuda_legacy))));
+          std::make_unique<stream>(stream::wrap(d, reinterpret_cast<void*>(cuda_legacy_stream))));
       w = this_thread_defaults.wrapped.back().second.get();
     }
     // This thread's own: no release reaches it. Pinned all the same, like every wrapper.
@@ -192,18 +189,19 @@ void synchronize_native_streams(std::uint64_t device_id) {
 
 std::size_t release_native_stream(void* handle) {
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
-  if (h == 0 || h == cuda_legacy || h == cuda_per_thread) {
+  if (h == 0 || h == cuda_legacy_stream || h == cuda_per_thread_stream) {
     throw logic_error(format(
-        "native stream %s is CUDA's %s default stream, which is never destroyed: there is nothing "
+        "native stream %p is CUDA's %s default stream, which is never destroyed: there is nothing "
         "to release",
-        format_ptr(handle).c_str(), h == cuda_per_thread ? "per-thread" : "legacy"));
+        printf_arg(handle), h == cuda_per_thread_stream ? "per-thread" : "legacy"));
   }
   return release_wrappers_of(handle);
 }
 
 std::size_t release_wrappers_of(void* handle) {
   const auto h = reinterpret_cast<std::uintptr_t>(handle);
-  if (h == 0 || h == cuda_legacy || h == cuda_per_thread) return 0;  // never destroyed
+  if (h == 0 || h == cuda_legacy_stream || h == cuda_per_thread_stream)
+    return 0;  // never destroyed
   // Every device's wrapper of the handle: a native stream may reach streampool through more than
   // one device handle of its GPU.
   std::vector<std::unique_ptr<stream>> gone = take_wrappers(handle);

@@ -3,8 +3,8 @@
 //
 // Glossary
 //   native handle  what a framework passes: a CUstream (or a host backend queue). On CUDA two
-//                  values are not streams: 0, the legacy default stream, and CU_STREAM_PER_THREAD
-//                  (2), the calling thread's per-thread default stream.
+//                  values are not streams: 0 (or CU_STREAM_LEGACY), the legacy default stream, and
+//                  CU_STREAM_PER_THREAD, the calling thread's per-thread default stream.
 //   wrapper        a streampool::stream made by stream::wrap around the handle: its timeline is
 //                  what tokens refer to. A wrapper lives until its handle is released
 //                  (sp_native_stream_release: the framework is about to destroy the stream), or
@@ -18,8 +18,8 @@
 //                  that marker, never the handle.
 //   pinned stream  a wrapper with a pin (pins.hpp) held for the duration of one call: what makes a
 //                  release on another thread wait for the call instead of freeing the wrapper
-//                  under it (issue 45, finding 4). A call either finishes on the old wrapper or
-//                  finds the handle released and wraps it anew.
+//                  under it. A call either finishes on the old wrapper or finds the handle
+//                  released and wraps it anew.
 //   owned queue    a queue of a stream made by sp_stream_create, with its device: what lets a
 //                  refusal name the device a foreign queue belongs to.
 //
@@ -43,6 +43,11 @@
 #include "streampool/timeline.hpp"
 
 namespace streampool::c_api {
+
+/// CUDA's handles of its default streams (cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD),
+/// which no CUDA header is needed for: they are fixed values of the driver's ABI.
+inline constexpr std::uintptr_t cuda_legacy_stream = 0x1;
+inline constexpr std::uintptr_t cuda_per_thread_stream = 0x2;
 
 /// A wrapper pinned for the caller's call (see glossary).
 class pinned_stream {

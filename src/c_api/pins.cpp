@@ -1,3 +1,4 @@
+// streampool C ABI: pins, and teardowns deferred while a call is in flight (pins.hpp).
 #include "pins.hpp"
 
 #include <linux/membarrier.h>

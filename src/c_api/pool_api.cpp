@@ -26,6 +26,7 @@ using streampool::c_api::pool_of;
 using streampool::c_api::pool_options_abi;
 using streampool::c_api::pool_payload;
 using streampool::c_api::pool_statistics_abi;
+using streampool::c_api::printf_arg;
 using streampool::c_api::require;
 using streampool::c_api::stream_of;
 using streampool::c_api::stream_payload;
@@ -34,37 +35,29 @@ using streampool::c_api::thread_state;
 using streampool::c_api::version_to_read;
 using streampool::c_api::version_to_write;
 using streampool::detail::format;
-using streampool::detail::format_ptr;
 
 namespace {
 
-// The pool's id for a %llu in a message.
-unsigned long long pool_id(const streampool::pool& p) {
-  return static_cast<unsigned long long>(p.id());
-}
-
-void check_pool(const allocation& a, const pinned<pool_payload>& pool, const char* function) {
+void check_pool(const allocation& a, const pinned<pool_payload>& pool, const char* entry) {
   if (pool && !(a.owner == pool->p)) {
-    throw error{
-        STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: %s: pointer %s (%zu bytes) was allocated from another pool "
-               "(pool %llu), not from this one (pool %llu)",
-               function, format_ptr(a.ptr).c_str(), a.size, pool_id(a.owner), pool_id(pool->p))};
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: pointer %p (%zu bytes) was allocated from another pool "
+                       "(pool %llu), not from this one (pool %llu)",
+                       entry, printf_arg(a.ptr), a.size, printf_arg(a.owner.id()),
+                       printf_arg(pool->p.id()))};
   }
 }
 
-void check_stream(const allocation& a, const pinned<stream_payload>& stream, const char* function) {
+void check_stream(const allocation& a, const pinned<stream_payload>& stream, const char* entry) {
   if (!stream) return;
   // The pool keeps its device id: this works after the device was destroyed.
   const std::uint64_t want = a.owner.device_id();
   const std::uint64_t got = stream->s.get_device().id();
   if (want != got) {
-    throw error{
-        STREAMPOOL_STATUS_INVALID_ARGUMENT,
-        format("streampool: %s: pointer %s (%zu bytes) is memory of device %llu, but the "
-               "stream belongs to device %llu",
-               function, format_ptr(a.ptr).c_str(), a.size, static_cast<unsigned long long>(want),
-               static_cast<unsigned long long>(got))};
+    throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
+                format("streampool: %s: pointer %p (%zu bytes) is memory of device %llu, but the "
+                       "stream belongs to device %llu",
+                       entry, printf_arg(a.ptr), a.size, printf_arg(want), printf_arg(got))};
   }
 }
 
@@ -91,10 +84,9 @@ void remove_hooks(pool_payload& p) {
 extern "C" {
 
 sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
-  return guarded([&] {
-    require(options, "sp_pool_options_set_defaults", "options");
-    const unsigned version =
-        version_to_write(pool_options_abi, options, "sp_pool_options_set_defaults");
+  return guarded(__func__, [&](const char* entry) {
+    require(options, entry, "options");
+    const unsigned version = version_to_write(pool_options_abi, options, entry);
     const streampool::pool_options o;
     options->memory_limit = o.memory_limit;
     options->small_max = o.small_max;
@@ -111,20 +103,20 @@ sp_status_t sp_pool_options_set_defaults(sp_pool_options_t* options) {
 }
 
 sp_status_t sp_device_default_pool(sp_device_t device, sp_pool_t* pool) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_device_default_pool");
-    require(pool, "sp_device_default_pool", "pool (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(pool, entry, "pool (the output)");
     *pool = add_pool(d->dev.default_pool());
   });
 }
 
 sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options, sp_pool_t* pool) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_pool_create");
-    require(pool, "sp_pool_create", "pool (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(pool, entry, "pool (the output)");
     streampool::pool_options o;
     if (options != nullptr) {
-      const unsigned version = version_to_read(pool_options_abi, options, "sp_pool_create");
+      const unsigned version = version_to_read(pool_options_abi, options, entry);
       o.memory_limit = options->memory_limit;
       o.small_max = options->small_max;
       o.stream_cache_bytes = options->stream_cache_bytes;
@@ -143,17 +135,17 @@ sp_status_t sp_pool_create(sp_device_t device, const sp_pool_options_t* options,
 }
 
 sp_status_t sp_pool_destroy(sp_pool_t pool) {
-  return guarded([&] {
-    destroy_handle<pool_payload>(handle_kind::pool, pool, "sp_pool_destroy", "pool", remove_hooks);
+  return guarded(__func__, [&](const char* entry) {
+    destroy_handle<pool_payload>(handle_kind::pool, pool, entry, "pool", remove_hooks);
   });
 }
 
 sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, void** ptr) {
-  return guarded([&] {
+  return guarded(__func__, [&](const char* entry) {
     thread_state& t = this_thread();
-    const auto p = pool_of(pool, "sp_pool_allocate", "pool", t);
-    const auto s = stream_of(stream, "sp_pool_allocate", "stream", t);
-    require(ptr, "sp_pool_allocate", "ptr (the output)");
+    const auto p = pool_of(pool, entry, "pool", t);
+    const auto s = stream_of(stream, entry, "stream", t);
+    require(ptr, entry, "ptr (the output)");
     // No C-layer lock is held here: a reclaim hook may free memory (sp_pool_deallocate) on this
     // very thread, from inside this allocation. It may destroy these handles too: the pins defer
     // that until this call returns (pins.hpp).
@@ -171,21 +163,21 @@ sp_status_t sp_pool_allocate(sp_pool_t pool, size_t size, sp_stream_t stream, vo
 }
 
 sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
-  return guarded([&] {
+  return guarded(__func__, [&](const char* entry) {
     if (ptr == nullptr) return;  // like free(NULL)
     thread_state& t = this_thread();
-    const auto p = optional_pool_of(pool, "sp_pool_deallocate", t);
-    const auto s = optional_stream_of(stream, "sp_pool_deallocate", t);
+    const auto p = optional_pool_of(pool, entry, t);
+    const auto s = optional_stream_of(stream, entry, t);
     std::shared_ptr<allocation> a =
         allocation_registry::instance().take_if(ptr, [&](const allocation& x) {
-          check_pool(x, p, "sp_pool_deallocate");
-          check_stream(x, s, "sp_pool_deallocate");
+          check_pool(x, p, entry);
+          check_stream(x, s, entry);
         });
     if (a == nullptr) {
       // Not a live allocation of sp_pool_allocate. Memory of the other free path is refused, not
-      // freed: its free is sp_pool_deallocate_native, and a pool has no record of which path made
-      // a block (issue 45, finding 3: each path refuses the other's memory). The pool is asked,
-      // without freeing anything, which of the two it is, and otherwise what is wrong.
+      // freed: each free path refuses the other's memory, since a pool has no record of which
+      // path made a block. The pool is asked, without freeing anything, which of the two it is,
+      // and otherwise what is wrong.
       std::string why = "double free, a pointer into a block, or a foreign pointer";
       if (p) {
         bool live = true;
@@ -197,18 +189,18 @@ sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
         }
         if (live) {
           throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                      format("streampool: sp_pool_deallocate: pointer %s is a live block of pool "
-                             "%llu that sp_pool_allocate did not make (sp_pool_allocate_native, "
-                             "the PyTorch plug-in or the C++ API did): free it with "
+                      format("streampool: %s: pointer %p is a live block of pool %llu that "
+                             "sp_pool_allocate did not make (sp_pool_allocate_native, the PyTorch "
+                             "plug-in or the C++ API did): free it with "
                              "sp_pool_deallocate_native; nothing was freed",
-                             format_ptr(ptr).c_str(), pool_id(p->p))};
+                             entry, printf_arg(ptr), printf_arg(p->p.id()))};
         }
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_pool_deallocate: pointer %s is not a live allocation of "
+                  format("streampool: %s: pointer %p is not a live allocation of "
                          "sp_pool_allocate (%s; memory of sp_pool_allocate_native is freed by "
                          "sp_pool_deallocate_native)",
-                         format_ptr(ptr).c_str(), why.c_str())};
+                         entry, printf_arg(ptr), why.c_str())};
     }
     const streampool::timeline* on = s ? s->s.get_timeline().get() : nullptr;
     std::vector<streampool::token> tokens;
@@ -246,46 +238,46 @@ sp_status_t sp_pool_deallocate(sp_pool_t pool, void* ptr, sp_stream_t stream) {
 }
 
 sp_status_t sp_pool_record_use(sp_pool_t pool, void* ptr, sp_stream_t stream) {
-  return guarded([&] {
-    const auto p = optional_pool_of(pool, "sp_pool_record_use");
-    require(ptr, "sp_pool_record_use", "ptr");
-    const auto s = stream_of(stream, "sp_pool_record_use");
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = optional_pool_of(pool, entry);
+    require(ptr, entry, "ptr");
+    const auto s = stream_of(stream, entry);
     auto a = allocation_registry::instance().containing(ptr);
     if (a == nullptr) {
       if (p) {
         // Memory the C layer has no record of (sp_pool_allocate_native, the PyTorch plug-in):
         // the pool checks the pointer; the stream's device is checked here, since the pool would
-        // take another device's stream (issue 45, finding 2).
+        // take another device's stream.
         const std::uint64_t want = p->p.device_id();
         const std::uint64_t got = s->s.get_device().id();
         if (want != got) {
           throw error{
               STREAMPOOL_STATUS_INVALID_ARGUMENT,
-              format("streampool: sp_pool_record_use: pointer %s is memory of pool %llu "
-                     "on device %llu, but the stream belongs to device %llu",
-                     format_ptr(ptr).c_str(), pool_id(p->p), static_cast<unsigned long long>(want),
-                     static_cast<unsigned long long>(got))};
+              format("streampool: %s: pointer %p is memory of pool %llu on device %llu, but the "
+                     "stream belongs to device %llu",
+                     entry, printf_arg(ptr), printf_arg(p->p.id()), printf_arg(want),
+                     printf_arg(got))};
         }
         p->p.record_use(ptr, s->s.ref());  // names the problem, or memory of the native path
         return;
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_pool_record_use: pointer %s is not in a live allocation "
-                         "of sp_pool_allocate",
-                         format_ptr(ptr).c_str())};
+                  format("streampool: %s: pointer %p is not in a live allocation of "
+                         "sp_pool_allocate",
+                         entry, printf_arg(ptr))};
     }
-    check_pool(*a, p, "sp_pool_record_use");
-    check_stream(*a, s, "sp_pool_record_use");
+    check_pool(*a, p, entry);
+    check_stream(*a, s, entry);
     std::lock_guard lock(a->mu);
     a->add_user_locked(s->s.get_timeline());
   });
 }
 
 sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size) {
-  return guarded([&] {
-    const auto p = optional_pool_of(pool, "sp_pool_block_size");
-    require(ptr, "sp_pool_block_size", "ptr");
-    require(size, "sp_pool_block_size", "size");
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = optional_pool_of(pool, entry);
+    require(ptr, entry, "ptr");
+    require(size, entry, "size");
     if (p) {
       *size = p->p.block_size(ptr);
       return;
@@ -293,28 +285,26 @@ sp_status_t sp_pool_block_size(sp_pool_t pool, const void* ptr, size_t* size) {
     auto a = allocation_registry::instance().find(ptr);
     if (a == nullptr) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  format("streampool: sp_pool_block_size: pointer %s is not a live allocation of "
-                         "sp_pool_allocate",
-                         format_ptr(ptr).c_str())};
+                  format("streampool: %s: pointer %p is not a live allocation of sp_pool_allocate",
+                         entry, printf_arg(ptr))};
     }
     *size = a->owner.block_size(ptr);
   });
 }
 
 sp_status_t sp_pool_get_device(sp_pool_t pool, sp_device_t* device) {
-  return guarded([&] {
-    const auto p = pool_of(pool, "sp_pool_get_device");
-    require(device, "sp_pool_get_device", "device (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = pool_of(pool, entry);
+    require(device, entry, "device (the output)");
     // get_device() throws logic_error (INVALID_ARGUMENT) when the device's state is gone.
     *device = add_device(std::make_unique<device_payload>(device_payload{p->p.get_device()}));
   });
 }
 
 sp_status_t sp_pool_statistics_set_defaults(sp_pool_statistics_t* statistics) {
-  return guarded([&] {
-    require(statistics, "sp_pool_statistics_set_defaults", "statistics");
-    const unsigned version =
-        version_to_write(pool_statistics_abi, statistics, "sp_pool_statistics_set_defaults");
+  return guarded(__func__, [&](const char* entry) {
+    require(statistics, entry, "statistics");
+    const unsigned version = version_to_write(pool_statistics_abi, statistics, entry);
     // Every field is a count: zero the bytes of the covered versions after struct_size.
     const std::size_t covered = pool_statistics_abi.version_sizes[version - 1];
     std::memset(reinterpret_cast<char*>(statistics) + sizeof statistics->struct_size, 0,
@@ -323,11 +313,10 @@ sp_status_t sp_pool_statistics_set_defaults(sp_pool_statistics_t* statistics) {
 }
 
 sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statistics) {
-  return guarded([&] {
-    const auto p = pool_of(pool, "sp_pool_get_statistics");
-    require(statistics, "sp_pool_get_statistics", "statistics");
-    const unsigned version =
-        version_to_write(pool_statistics_abi, statistics, "sp_pool_get_statistics");
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = pool_of(pool, entry);
+    require(statistics, entry, "statistics");
+    const unsigned version = version_to_write(pool_statistics_abi, statistics, entry);
     const streampool::pool_statistics st = p->p.statistics();
     sp_pool_statistics_t& o = *statistics;
     o.live_bytes = st.live_bytes;
@@ -361,37 +350,35 @@ sp_status_t sp_pool_get_statistics(sp_pool_t pool, sp_pool_statistics_t* statist
 }
 
 sp_status_t sp_pool_set_memory_limit(sp_pool_t pool, size_t bytes) {
-  return guarded([&] { pool_of(pool, "sp_pool_set_memory_limit")->p.set_memory_limit(bytes); });
+  return guarded(__func__,
+                 [&](const char* entry) { pool_of(pool, entry)->p.set_memory_limit(bytes); });
 }
 
 sp_status_t sp_pool_get_memory_limit(sp_pool_t pool, size_t* bytes) {
-  return guarded([&] {
-    const auto p = pool_of(pool, "sp_pool_get_memory_limit");
-    require(bytes, "sp_pool_get_memory_limit", "bytes");
+  return guarded(__func__, [&](const char* entry) {
+    const auto p = pool_of(pool, entry);
+    require(bytes, entry, "bytes");
     *bytes = p->p.memory_limit();
   });
 }
 
 sp_status_t sp_pool_trim(sp_pool_t pool, size_t* released_bytes) {
-  return guarded([&] {
-    const std::size_t n = pool_of(pool, "sp_pool_trim")->p.trim();
+  return guarded(__func__, [&](const char* entry) {
+    const std::size_t n = pool_of(pool, entry)->p.trim();
     if (released_bytes != nullptr) *released_bytes = n;
   });
 }
 
 sp_status_t sp_pool_reset_peak_statistics(sp_pool_t pool) {
-  return guarded(
-      [&] { pool_of(pool, "sp_pool_reset_peak_statistics")->p.reset_peak_statistics(); });
+  return guarded(__func__,
+                 [&](const char* entry) { pool_of(pool, entry)->p.reset_peak_statistics(); });
 }
 
 sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, void* user_data,
                                      uint64_t* id) {
-  return guarded([&] {
-    const auto handle = pool_of(pool, "sp_pool_add_reclaim_hook");
-    if (fn == nullptr) {
-      throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_pool_add_reclaim_hook: fn is NULL"};
-    }
+  return guarded(__func__, [&](const char* entry) {
+    const auto handle = pool_of(pool, entry);
+    if (fn == nullptr) require(nullptr, entry, "fn");  // require() takes object pointers
     streampool::pool& p = handle->p;
     // The core calls hooks with no pool lock held, so the hook may free memory of this pool.
     const std::uint64_t hid =
@@ -408,8 +395,8 @@ sp_status_t sp_pool_add_reclaim_hook(sp_pool_t pool, sp_reclaim_fn fn, void* use
 }
 
 sp_status_t sp_pool_remove_reclaim_hook(sp_pool_t pool, uint64_t id) {
-  return guarded([&] {
-    const auto handle = pool_of(pool, "sp_pool_remove_reclaim_hook");
+  return guarded(__func__, [&](const char* entry) {
+    const auto handle = pool_of(pool, entry);
     handle->p.remove_reclaim_hook(id);
     std::lock_guard lock(handle->mu);
     std::erase(handle->hooks, id);

@@ -3,8 +3,8 @@
 // A wrapper (sp_stream_wrap) may wrap the queue of a stream made here (sp_stream_create; a binding
 // hands streams around by their native value). When that stream is destroyed its queue goes, so
 // its wrappers are released first (their work has finished: the destroy waits for the queue) and
-// become orphans (handles.hpp): sp_stream_synchronize on one returns at once, where it used to
-// record a marker on the destroyed queue and wait for it forever.
+// become orphans (handles.hpp): sp_stream_synchronize on one returns at once, since a marker
+// recorded on the destroyed queue would never complete.
 #include <map>
 #include <mutex>
 #include <string>
@@ -23,12 +23,12 @@ using streampool::c_api::guarded;
 using streampool::c_api::handle_kind;
 using streampool::c_api::handle_value;
 using streampool::c_api::pins_here;
+using streampool::c_api::printf_arg;
 using streampool::c_api::require;
 using streampool::c_api::stream_of;
 using streampool::c_api::stream_or_orphan_of;
 using streampool::c_api::stream_payload;
 using streampool::detail::format;
-using streampool::detail::format_ptr;
 
 namespace {
 
@@ -53,8 +53,8 @@ void forget_wrapper(void* queue, std::uint64_t handle) {
 }
 
 /// Releases the wrapper handles of `queue` (owned by stream handle `owner`, about to be
-/// destroyed) and makes them orphans.
-void orphan_wrappers_of(void* queue, std::uint64_t owner) {
+/// destroyed by entry point `entry`) and makes them orphans.
+void orphan_wrappers_of(void* queue, std::uint64_t owner, const char* entry) {
   std::vector<std::uint64_t> handles;
   {
     wrapper_index& w = wrappers();
@@ -67,7 +67,7 @@ void orphan_wrappers_of(void* queue, std::uint64_t owner) {
   for (std::uint64_t h : handles) {
     streampool::c_api::pinned<stream_payload> s;
     try {
-      s = stream_or_orphan_of(streampool::c_api::as_handle<sp_stream_t>(h), "sp_stream_destroy");
+      s = stream_or_orphan_of(streampool::c_api::as_handle<sp_stream_t>(h), entry);
     } catch (const error&) {
       continue;  // destroyed meanwhile: its destroy tears it down
     }
@@ -81,7 +81,7 @@ void orphan_wrappers_of(void* queue, std::uint64_t owner) {
 
 /// What goes with a stream handle (sp_stream_destroy, and sp_stream_release of a stream made
 /// here), before its payload is deleted (which waits for the stream's work and retires it).
-void tear_down(stream_payload& s, std::uint64_t handle) {
+void tear_down(stream_payload& s, std::uint64_t handle, const char* entry) {
   if (!s.owns_queue) forget_wrapper(s.queue, handle);
   // An orphan's queue is gone, and its value may name a new queue by now: nothing to release.
   if (s.orphaned_by.load(std::memory_order_relaxed) != 0) return;
@@ -89,7 +89,7 @@ void tear_down(stream_payload& s, std::uint64_t handle) {
   // record their last marker while the queue lives.
   (void)streampool::c_api::release_wrappers_of(s.queue);
   if (s.owns_queue) {
-    orphan_wrappers_of(s.queue, handle);
+    orphan_wrappers_of(s.queue, handle, entry);
     streampool::c_api::forget_owned_queue(s.queue);
   }
 }
@@ -99,9 +99,9 @@ void tear_down(stream_payload& s, std::uint64_t handle) {
 extern "C" {
 
 sp_status_t sp_stream_create(sp_device_t device, sp_stream_t* stream) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_stream_create");
-    require(stream, "sp_stream_create", "stream (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(stream, entry, "stream (the output)");
     streampool::stream s(d->dev);
     void* queue = s.ref().native();
     streampool::c_api::note_owned_queue(queue, d->dev.id());
@@ -115,9 +115,9 @@ sp_status_t sp_stream_create(sp_device_t device, sp_stream_t* stream) {
 }
 
 sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t* stream) {
-  return guarded([&] {
-    const auto d = device_of(device, "sp_stream_wrap");
-    require(stream, "sp_stream_wrap", "stream (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(stream, entry, "stream (the output)");
     // A framework's "current stream" is often 0, CUDA's legacy default stream, wrapped by its
     // other name as the native-handle path does. Other backends have no such stream: refuse
     // rather than guess one, which could order work differently from what the caller means.
@@ -125,12 +125,12 @@ sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t*
     if (queue == nullptr) {
       const std::string& backend = d->dev.get_backend().name();
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_stream_wrap: native_stream NULL means the legacy default "
-                  "stream, which the " +
-                      backend + " backend (device " + std::to_string(d->dev.id()) +
+                  std::string("streampool: ") + entry +
+                      ": native_stream NULL means the legacy default stream, which the " + backend +
+                      " backend (device " + std::to_string(d->dev.id()) +
                       ") does not have; use sp_stream_create"};
     }
-    streampool::c_api::check_native_queue(d->dev, queue, "sp_stream_wrap");
+    streampool::c_api::check_native_queue(d->dev, queue, entry);
     const sp_stream_t h = add_stream(
         std::make_unique<stream_payload>(streampool::stream::wrap(d->dev, queue), queue, false));
     try {
@@ -146,38 +146,38 @@ sp_status_t sp_stream_wrap(sp_device_t device, void* native_stream, sp_stream_t*
 }
 
 sp_status_t sp_stream_destroy(sp_stream_t stream) {
-  return guarded([&] {
+  return guarded(__func__, [&](const char* entry) {
     const std::uint64_t h = handle_value(stream);
     // Then the payload goes: the stream waits for its work and retires its timeline. Memory it
     // used carries tokens, never the stream, so it may be freed (with stream NULL) and reused
     // later in any order.
-    destroy_handle<stream_payload>(handle_kind::stream, stream, "sp_stream_destroy", "stream",
-                                   [h](stream_payload& s) { tear_down(s, h); });
+    destroy_handle<stream_payload>(handle_kind::stream, stream, entry, "stream",
+                                   [h, entry](stream_payload& s) { tear_down(s, h, entry); });
   });
 }
 
 sp_status_t sp_stream_release(sp_stream_t stream) {
-  return guarded([&] {
+  return guarded(__func__, [&](const char* entry) {
     const std::uint64_t h = handle_value(stream);
     bool owns = false;
     void* queue = nullptr;
     {
-      const auto s = stream_or_orphan_of(stream, "sp_stream_release");
+      const auto s = stream_or_orphan_of(stream, entry);
       owns = s->owns_queue;
       // Pinned twice on this thread: once here, once by a call in flight on it.
       if (!owns && pins_here(s.pinned_as()) > 1) {
         throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                    format("streampool: sp_stream_release: stream handle %s is in use by a call "
-                           "in flight on this thread (a reclaim hook runs inside a call on it): "
-                           "release it after that call returns; nothing was released",
-                           format_ptr(stream).c_str())};
+                    format("streampool: %s: stream handle %p is in use by a call in flight on "
+                           "this thread (a reclaim hook runs inside a call on it): release it "
+                           "after that call returns; nothing was released",
+                           entry, printf_arg(stream))};
       }
       if (!owns && s->orphaned_by.load(std::memory_order_relaxed) == 0) queue = s->queue;
     }
     if (owns) {
       // An owned queue can only be destroyed idle: this is sp_stream_destroy.
-      destroy_handle<stream_payload>(handle_kind::stream, stream, "sp_stream_release", "stream",
-                                     [h](stream_payload& p) { tear_down(p, h); });
+      destroy_handle<stream_payload>(handle_kind::stream, stream, entry, "stream",
+                                     [h, entry](stream_payload& p) { tear_down(p, h, entry); });
       return;
     }
     // A wrapper: the registry's wrappers of its queue (which refuses, changing nothing, when a
@@ -185,7 +185,7 @@ sp_status_t sp_stream_release(sp_stream_t stream) {
     // queue as soon as this returns.
     if (queue != nullptr) (void)streampool::c_api::release_wrappers_of(queue);
     destroy_handle<stream_payload>(
-        handle_kind::stream, stream, "sp_stream_release", "stream",
+        handle_kind::stream, stream, entry, "stream",
         [h](stream_payload& p) {
           forget_wrapper(p.queue, h);
           // A last marker, and the queue is dropped without waiting; memory it used waits for
@@ -197,8 +197,8 @@ sp_status_t sp_stream_release(sp_stream_t stream) {
 }
 
 sp_status_t sp_stream_synchronize(sp_stream_t stream) {
-  return guarded([&] {
-    const auto s = stream_or_orphan_of(stream, "sp_stream_synchronize");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = stream_or_orphan_of(stream, entry);
     // An orphan's work finished before its queue was destroyed: nothing is left to wait for.
     if (s->orphaned_by.load(std::memory_order_seq_cst) != 0) return;
     s->s.synchronize();
@@ -206,12 +206,13 @@ sp_status_t sp_stream_synchronize(sp_stream_t stream) {
 }
 
 sp_status_t sp_stream_wait_stream(sp_stream_t waiter, sp_stream_t other) {
-  return guarded([&] {
-    const auto w = stream_of(waiter, "sp_stream_wait_stream", "waiter");
-    const auto o = stream_of(other, "sp_stream_wait_stream", "other");
+  return guarded(__func__, [&](const char* entry) {
+    const auto w = stream_of(waiter, entry, "waiter");
+    const auto o = stream_of(other, entry, "other");
     if (!(w->s.get_device() == o->s.get_device())) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_stream_wait_stream: the streams belong to different devices (" +
+                  std::string("streampool: ") + entry +
+                      ": the streams belong to different devices (" +
                       std::to_string(w->s.get_device().id()) + " and " +
                       std::to_string(o->s.get_device().id()) + ")"};
     }
@@ -220,9 +221,9 @@ sp_status_t sp_stream_wait_stream(sp_stream_t waiter, sp_stream_t other) {
 }
 
 sp_status_t sp_stream_native(sp_stream_t stream, void** native_stream) {
-  return guarded([&] {
-    const auto s = stream_of(stream, "sp_stream_native");
-    require(native_stream, "sp_stream_native", "native_stream");
+  return guarded(__func__, [&](const char* entry) {
+    const auto s = stream_of(stream, entry);
+    require(native_stream, entry, "native_stream");
     *native_stream = s->s.ref().native();
   });
 }

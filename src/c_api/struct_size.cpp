@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "handles.hpp"
+#include "errors.hpp"
 #include "streampool/error.hpp"
 
 namespace streampool::c_api {
@@ -34,7 +34,7 @@ struct pool_options_v1 {
 static_assert(offsetof(pool_options_v1, poison_on_free) ==
               offsetof(sp_pool_options_t, poison_on_free));
 
-// Version 2 of the pool options: before share_between_streams was appended (issue 8).
+// Version 2 of the pool options: before share_between_streams was appended.
 struct pool_options_v2 {
   std::size_t struct_size;
   std::size_t memory_limit;
@@ -47,7 +47,7 @@ struct pool_options_v2 {
 static_assert(offsetof(pool_options_v2, release_threshold) ==
               offsetof(sp_pool_options_t, release_threshold));
 
-// Version 3 of the pool options: before large_cache_bytes was appended (issue 8, the shelf).
+// Version 3 of the pool options: before large_cache_bytes (the shelf's bound) was appended.
 // Version 2 ends in a size_t, so it has no tail padding for the next field to fall into.
 struct pool_options_v3 {
   pool_options_v2 v2;
@@ -80,8 +80,8 @@ struct pool_statistics_v1 {
 static_assert(offsetof(pool_statistics_v1, stream_caches) ==
               offsetof(sp_pool_statistics_t, stream_caches));
 
-// Version 2 of the pool statistics: before alloc_retries was appended (issue 44, PyTorch's
-// num_alloc_retries).
+// Version 2 of the pool statistics: before alloc_retries (PyTorch's num_alloc_retries) was
+// appended.
 struct pool_statistics_v2 {
   pool_statistics_v1 v1;
   std::uint64_t upstream_reserves;
@@ -94,7 +94,7 @@ struct pool_statistics_v2 {
 static_assert(offsetof(pool_statistics_v2, upstream_calls) ==
               offsetof(sp_pool_statistics_t, upstream_calls));
 
-// Version 4 of the pool options: before keep_memory was appended (issue 44, CUDA graph pools).
+// Version 4 of the pool options: before keep_memory (for CUDA graph pools) was appended.
 struct pool_options_v4 {
   pool_options_v3 v3;
   std::size_t large_cache_bytes;
@@ -197,10 +197,10 @@ unsigned version_to_read(const abi_struct& s, const void* caller, const char* fu
 extern "C" {
 
 sp_status_t sp_struct_size(const char* name, size_t* size) {
-  return streampool::c_api::guarded([&] {
+  return streampool::c_api::guarded(__func__, [&](const char* entry) {
     using streampool::c_api::error;
-    streampool::c_api::require(name, "sp_struct_size", "name");
-    streampool::c_api::require(size, "sp_struct_size", "size");
+    streampool::c_api::require(name, entry, "name");
+    streampool::c_api::require(size, entry, "size");
     const streampool::c_api::abi_struct* s = streampool::c_api::find_abi_struct(name);
     if (s == nullptr) {
       std::string known;
@@ -209,8 +209,8 @@ sp_status_t sp_struct_size(const char* name, size_t* size) {
         known += k->name;
       }
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_struct_size: no struct of the C ABI is named '" +
-                      std::string(name) + "' (the structs are " + known + ")"};
+                  std::string("streampool: ") + entry + ": no struct of the C ABI is named '" +
+                      name + "' (the structs are " + known + ")"};
     }
     *size = s->size();
   });

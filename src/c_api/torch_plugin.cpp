@@ -40,6 +40,7 @@
 #include "core/support/environment.hpp"
 #include "handles.hpp"
 #include "native_streams.hpp"
+#include "streampool/backend.hpp"
 #include "streampool/error.hpp"
 #include "streampool/host.hpp"
 #if defined(STREAMPOOL_HAVE_CUDA_BACKEND) && __has_include("streampool/cuda.hpp")
@@ -55,6 +56,7 @@ namespace {
 
 using streampool::c_api::error;
 using streampool::c_api::guarded;
+using streampool::c_api::printf_arg;
 using streampool::c_api::require;
 namespace sp = streampool;
 namespace env = streampool::detail::environment;
@@ -104,10 +106,11 @@ std::string trace_file(const char* path, int nth, int ordinal) {
 }
 
 /// Starts d's allocation log in `path`, with CUDA's legacy default stream as stream 0 where the
-/// backend has one (the host backend of the tests has none: streams count from 0 there).
-void start_recording(plugin_device& d, const std::string& path) {
+/// backend has one (the host backend of the tests has none: streams count from 0 there). `who`:
+/// what asked, for messages.
+void start_recording(plugin_device& d, const std::string& path, const char* who) {
   if (sp::c_api::wrappable_queue(d.dev, nullptr) != nullptr) {
-    d.pool.start_recording(path, sp::c_api::native_stream(d.dev, nullptr, "sp_torch_record_start"));
+    d.pool.start_recording(path, sp::c_api::native_stream(d.dev, nullptr, who));
   } else {
     d.pool.start_recording(path);
   }
@@ -122,7 +125,7 @@ void start_env_trace(plugin_device& d, int ordinal) {
   if (!path) return;
   const std::string file = trace_file(path->c_str(), traced, ordinal);
   try {
-    start_recording(d, file);
+    start_recording(d, file, env::name(env::variable::torch_trace));
     ++traced;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "streampool: torch plug-in: STREAMPOOL_TORCH_TRACE: device %d: %s\n",
@@ -149,11 +152,11 @@ plugin_device& device_for(int ordinal) {
   return *d;
 }
 
-sp::c_api::pinned_stream stream_on(plugin_device& d, void* native, const char* function) {
+sp::c_api::pinned_stream stream_on(plugin_device& d, void* native, const char* entry) {
   try {
     return sp::c_api::native_stream_of(
         sp::c_api::this_thread(), d.dev.id(), native, [&]() -> const sp::device& { return d.dev; },
-        function);
+        entry);
   } catch (const error& e) {
     // The C layer's own error (a native stream the backend refuses) is no std::exception: PyTorch
     // turns only those into Python exceptions.
@@ -170,19 +173,19 @@ plugin_device* owner_of(const void* p) {
   return nullptr;
 }
 
-void free_on(plugin_device& d, void* ptr, void* native) {
+void free_on(plugin_device& d, void* ptr, void* native, const char* entry) {
   if (d.registry_live->load(std::memory_order_acquire) != 0 &&
       sp::c_api::allocation_registry::instance().find(ptr) != nullptr) {
     throw sp::logic_error(sp::detail::format(
-        "%s was allocated by sp_pool_allocate (through sp_torch_pool): free it with "
+        "%p was allocated by sp_pool_allocate (through sp_torch_pool): free it with "
         "sp_pool_deallocate; nothing was freed",
-        sp::detail::format_ptr(ptr).c_str()));
+        printf_arg(ptr)));
   }
-  const sp::c_api::pinned_stream pinned = stream_on(d, native, "sp_torch_free");
+  const sp::c_api::pinned_stream pinned = stream_on(d, native, entry);
   const sp::stream_ref s = pinned;
-  // CU_STREAM_PER_THREAD; the handle first, so that the common free compares no string.
   const bool per_thread =
-      reinterpret_cast<std::uintptr_t>(native) == 0x2 && d.dev.get_backend().name() == "cuda";
+      reinterpret_cast<std::uintptr_t>(native) == sp::c_api::cuda_per_thread_stream &&
+      d.dev.get_backend().kind() == sp::backend_kind::cuda;
   if (!conservative.load(std::memory_order_relaxed) && !per_thread) {
     d.pool.deallocate(s, ptr);
     return;
@@ -230,13 +233,13 @@ extern "C" {
 
 SP_API void* sp_torch_malloc(size_t size, int device, void* stream) {
   plugin_device& d = device_for(device);
-  return d.pool.allocate(stream_on(d, stream, "sp_torch_malloc"), size);
+  return d.pool.allocate(stream_on(d, stream, __func__), size);
 }
 
 SP_API void* sp_torch_malloc_sized(size_t size, int device, void* stream, size_t* block_size) {
-  STREAMPOOL_EXPECTS(block_size != nullptr, "sp_torch_malloc_sized: block_size is NULL");
+  STREAMPOOL_EXPECTS(block_size != nullptr, std::string(__func__) + ": block_size is NULL");
   plugin_device& d = device_for(device);
-  void* p = d.pool.allocate(stream_on(d, stream, "sp_torch_malloc_sized"), size);
+  void* p = d.pool.allocate(stream_on(d, stream, __func__), size);
   *block_size = d.pool.block_size(p);
   return p;
 }
@@ -244,7 +247,7 @@ SP_API void* sp_torch_malloc_sized(size_t size, int device, void* stream, size_t
 SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
   if (ptr == nullptr) return;
   try {
-    free_on(device_for(device), ptr, stream);
+    free_on(device_for(device), ptr, stream, __func__);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "streampool: torch plug-in: free of %p (%zu bytes, device %d): %s\n", ptr,
                  size, device, e.what());
@@ -254,12 +257,12 @@ SP_API void sp_torch_free(void* ptr, size_t size, int device, void* stream) {
 SP_API void sp_torch_record_stream(void* ptr, void* stream) {
   plugin_device* d = owner_of(ptr);
   STREAMPOOL_EXPECTS(d != nullptr,
-                     sp::detail::format("torch plug-in: record_stream: %s is not memory of the "
+                     sp::detail::format("torch plug-in: record_stream: %p is not memory of the "
                                         "plug-in's pools",
-                                        sp::detail::format_ptr(ptr).c_str()));
+                                        printf_arg(ptr)));
   // What the stream queues until the free, like PyTorch's own allocator (which records its
   // events at the free): record_stream usually comes before the work that reads the tensor.
-  d->pool.record_use(ptr, stream_on(*d, stream, "sp_torch_record_stream"));
+  d->pool.record_use(ptr, stream_on(*d, stream, __func__));
 }
 
 SP_API void sp_torch_empty_cache(void) {
@@ -282,48 +285,47 @@ SP_API void sp_torch_trace_phase(const char* name) {
 }
 
 SP_API sp_status_t sp_torch_record_start(int device, const char* path) {
-  return guarded([&] {
-    require(path, "sp_torch_record_start", "path");
+  return guarded(__func__, [&](const char* entry) {
+    require(path, entry, "path");
     if (*path == '\0') {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  sp::detail::format("streampool: sp_torch_record_start: path is empty (device %d)",
-                                     device)};
+                  sp::detail::format("streampool: %s: path is empty (device %d)", entry, device)};
     }
-    start_recording(device_for(device), path);
+    start_recording(device_for(device), path, entry);
   });
 }
 
 SP_API sp_status_t sp_torch_set_conservative(int on) {
-  return guarded([&] { conservative.store(on != 0); });
+  return guarded(__func__, [&] { conservative.store(on != 0); });
 }
 
 SP_API sp_status_t sp_torch_pool(int device, sp_pool_t* pool) {
-  return guarded([&] {
-    require(pool, "sp_torch_pool", "pool (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    require(pool, entry, "pool (the output)");
     *pool = sp::c_api::add_pool(device_for(device).pool);
   });
 }
 
 SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* installed) {
-  return guarded([&] {
-    require(torch_lib_dir, "sp_torch_install_hooks", "torch_lib_dir");
-    require(installed, "sp_torch_install_hooks", "installed (the output)");
+  return guarded(__func__, [&](const char* entry) {
+    require(torch_lib_dir, entry, "torch_lib_dir");
+    require(installed, entry, "installed (the output)");
     *installed = 0;
     const std::string dir = torch_lib_dir;
     void* c10 = loaded(dir, "libc10_cuda.so");
     void* torch_cuda = loaded(dir, "libtorch_cuda.so");
     if (c10 == nullptr || torch_cuda == nullptr) {
       throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                  "streampool: sp_torch_install_hooks: libc10_cuda.so or libtorch_cuda.so is not "
-                  "loaded from " +
-                      dir};
+                  std::string("streampool: ") + entry +
+                      ": libc10_cuda.so or libtorch_cuda.so is not loaded from " + dir};
     }
     auto* current = static_cast<std::atomic<void*>*>(dlsym(c10, allocator_symbol));
     void* vtable = dlsym(torch_cuda, vtable_symbol);
     if (current == nullptr || vtable == nullptr) {
       throw error{STREAMPOOL_STATUS_NOT_AVAILABLE,
-                  "streampool: sp_torch_install_hooks: this PyTorch does not export the allocator "
-                  "or CUDAPluggableAllocator's vtable"};
+                  std::string("streampool: ") + entry +
+                      ": this PyTorch does not export the allocator or CUDAPluggableAllocator's "
+                      "vtable"};
     }
     void* self = current->load();
     // An object's vtable pointer points two words into the vtable symbol (past offset-to-top and
@@ -331,8 +333,9 @@ SP_API sp_status_t sp_torch_install_hooks(const char* torch_lib_dir, int* instal
     if (self == nullptr ||
         *static_cast<void**>(self) != static_cast<char*>(vtable) + 2 * sizeof(void*)) {
       throw error{STREAMPOOL_STATUS_INVALID_ARGUMENT,
-                  "streampool: sp_torch_install_hooks: PyTorch's current CUDA allocator is not a "
-                  "CUDAPluggableAllocator (call change_current_allocator first)"};
+                  std::string("streampool: ") + entry +
+                      ": PyTorch's current CUDA allocator is not a CUDAPluggableAllocator (call "
+                      "change_current_allocator first)"};
     }
     if (void* f = dlsym(torch_cuda, set_record_stream_symbol)) {
       reinterpret_cast<set_record_stream_t>(f)(

@@ -6,13 +6,10 @@
 #include <algorithm>
 #include <string>
 
+#include "check.hpp"
+
 namespace streampool::torch_native {
 namespace {
-
-std::string last_error() {
-  const char* m = sp_last_error_message();
-  return m != nullptr ? std::string(m) : std::string("(no message)");
-}
 
 std::string name(c10::MempoolId_t id) {
   return "(" + std::to_string(id.first) + ", " + std::to_string(id.second) + ")";
@@ -63,11 +60,8 @@ private_pool* graph_pools::make_or_incref_locked(c10::DeviceIndex device, c10::M
   o.virtual_memory = 0;  // whole driver allocations: what CUDA allows during a capture
   o.large_cache_bytes = 0;
   const sp_status_t st = sp_pool_create(device_of_(device), &o, &p->pool);
-  if (st != STREAMPOOL_STATUS_SUCCESS) {
-    pools_.erase({device, id});
-    TORCH_CHECK(false, "streampool: making memory pool ", name(id), " of device ",
-                static_cast<int>(device), ": ", last_error());
-  }
+  if (st != STREAMPOOL_STATUS_SUCCESS) pools_.erase({device, id});
+  check(st, "streampool: making memory pool ", name(id), " of device ", static_cast<int>(device));
   p->arena = std::make_unique<graph_arena>(device, p->pool);
   slot = std::move(p);
   return slot.get();
@@ -88,9 +82,8 @@ void graph_pools::begin(c10::DeviceIndex device, c10::MempoolId_t id,
   if (routings_.load() == 0) p->arena->reclaim();
   // The device's pools stop asking about completion before the capture begins (PyTorch begins
   // it after this call): no thread's query can fall inside it.
-  const sp_status_t st = sp_device_begin_capture(device_of_(device));
-  TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: device ", static_cast<int>(device),
-              ": ", last_error());
+  check(sp_device_begin_capture(device_of_(device)), "streampool: device ",
+        static_cast<int>(device));
   routings_list_.push_back({device, id, std::move(filter), p});
   routings_.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -110,9 +103,7 @@ void graph_pools::end(c10::DeviceIndex device, c10::MempoolId_t id) {
       if (k.first == device) p->arena->end_of_captures();
     }
   }
-  const sp_status_t st = sp_device_end_capture(device_of_(device));
-  TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: device ", static_cast<int>(device),
-              ": ", last_error());
+  check(sp_device_end_capture(device_of_(device)), "streampool: device ", static_cast<int>(device));
 }
 
 void graph_pools::release(c10::DeviceIndex device, c10::MempoolId_t id) {

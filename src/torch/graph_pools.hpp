@@ -7,18 +7,17 @@
 //                 checkpoints can save and put back). Made with keep_memory (pool.hpp): replays
 //                 write the blocks a capture freed too, so nothing goes back to the device or
 //                 moves while a graph may replay.
-//   routing       beginAllocateToPool(device, id, filter) .. endAllocateToPool(device, id): while
-//   it
-//                 lasts, a request whose stream the filter takes (a capture's streams; for
-//                 use_mem_pool, the calling thread) goes to that private pool; the newest first.
+//   routing       beginAllocateToPool(device, id, filter) .. endAllocateToPool(device, id):
+//                 while it lasts, a request whose stream the filter takes (a capture's streams;
+//                 for use_mem_pool, the calling thread) goes to that private pool; the newest
+//                 first.
 //   use count     PyTorch's: +1 at each begin (made at 1) and createOrIncrefPool, -1 at
-//   releasePool.
-//                 At 0 the pool is freeable: empty_cache gives its free memory back, and once
-//                 nothing of it is live, the pool goes.
+//                 releasePool. At 0 the pool is freeable: empty_cache gives its free memory
+//                 back, and once nothing of it is live, the pool goes.
 //
 // Invariants
-//   - A block goes back to the pool that handed it out (native_allocator.cpp's block map keeps the
-//     private pool), never to another.
+//   - A block goes back to the pool that handed it out (the allocator's block map keeps the
+//     private pool: block_map.hpp), never to another.
 //   - While any routing is under way on a device, that device is in capture mode
 //     (sp_device_begin_capture): its pools ask the driver nothing about completion, wait for
 //     nothing and give nothing back, as PyTorch's own allocator does while captures are under

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "check.hpp"
+
 namespace streampool::torch_native {
 namespace {
 
@@ -26,11 +28,6 @@ struct granules_header {
   std::size_t granule_bytes;
   std::size_t count;
 };
-
-std::string last_error() {
-  const char* m = sp_last_error_message();
-  return m != nullptr ? std::string(m) : std::string("(no message)");
-}
 
 /// A descriptor of process `pidfd`, duplicated into this one (pidfd_getfd: the same user, and
 /// ptrace's permission to the exporter).
@@ -53,10 +50,10 @@ c10::cuda::CUDACachingAllocator::ShareableHandle ipc::share(sp_pool_t pool, int 
   unsigned char handle[ipc_handle_bytes] = {};
   std::vector<int> fds(size / (std::size_t{2} << 20) + 2);
   std::size_t count = 0;
-  TORCH_CHECK(sp_cuda_share(pool, device, p, size, &kind, &base, &bytes, &granule, handle,
-                            fds.data(), fds.size(), &count) == STREAMPOOL_STATUS_SUCCESS,
-              "streampool: sharing the block at ", p, " (", size, " bytes, device ", device,
-              ") with another process: ", last_error());
+  check(sp_cuda_share(pool, device, p, size, &kind, &base, &bytes, &granule, handle, fds.data(),
+                      fds.size(), &count),
+        "streampool: sharing the block at ", p, " (", size, " bytes, device ", device,
+        ") with another process");
   std::string out;
   out.push_back(handle_version);
   if (kind == SP_CUDA_SHARED_ALLOCATION) {
@@ -146,8 +143,7 @@ std::shared_ptr<void> ipc::open(const std::string& handle) {
     }
     for (const int fd : mine) (void)::close(fd);  // the mapping holds the memory
     (void)::close(static_cast<int>(pidfd));
-    TORCH_CHECK(st == STREAMPOOL_STATUS_SUCCESS, "streampool: mapping a shared CUDA tensor's ",
-                h.count, " granules: ", last_error());
+    check(st, "streampool: mapping a shared CUDA tensor's ", h.count, " granules");
     const std::size_t bytes = h.count * h.granule_bytes;
     out = std::shared_ptr<void>(base, [device, bytes, forget](void* q) {
       (void)sp_cuda_unmap_shared(device, q, bytes);

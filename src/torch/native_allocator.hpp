@@ -10,8 +10,9 @@
 //   block       what allocate() or raw_alloc*() handed out: its pointer, the bytes asked for, its
 //               usable size, the device and the stream it was allocated on (the plug-in frees on
 //               that stream), and its private pool if any.
-//   block map   pointer -> block, in shards by pointer (open addressing): raw_delete() gets only
-//               the pointer, and PyTorch's statistics count the requested size at the free.
+//   block map   pointer -> block, in shards by pointer (open addressing, block_map.hpp):
+//               raw_delete() gets only the pointer, and PyTorch's statistics count the requested
+//               size at the free.
 //
 // Invariants
 //   - Every pointer in the block map is live memory of a plug-in pool (sp_torch_malloc_sized) or

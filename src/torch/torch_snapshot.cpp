@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "check.hpp"
+
 namespace streampool::torch_native {
 namespace {
 
@@ -104,11 +106,7 @@ void append_segments(sp_pool_t pool, c10::DeviceIndex device, c10::MempoolId_t o
   builder b{device, owner, lookup, out, std::nullopt, nullptr};
   const sp_status_t st = sp_pool_snapshot_walk(pool, &visit_block, &b);
   if (b.failed) std::rethrow_exception(b.failed);
-  if (st != STREAMPOOL_STATUS_SUCCESS) {
-    const char* m = sp_last_error_message();
-    TORCH_CHECK(false, "streampool: the memory snapshot of device ", static_cast<int>(device),
-                " failed: ", m != nullptr ? m : "(no message)");
-  }
+  check(st, "streampool: the memory snapshot of device ", static_cast<int>(device), " failed");
 }
 
 }  // namespace streampool::torch_native

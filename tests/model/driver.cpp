@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/access.hpp"  // a pool's identity, to match blocks to pools
+#include "core/stream/access.hpp"  // a pool's identity, to match blocks to pools
 #include "model/hb_oracle.hpp"
 #include "streampool/streampool.hpp"
 

@@ -1,5 +1,6 @@
-"""The binding's load-time checks of the library (python/streampool/_capi.py): its major version
-and the size of each struct whose layout the binding copies by hand (plain unittest).
+"""The binding's load-time checks of the library (python/streampool/_capi.py): its ABI version
+and the size of each struct whose layout the binding copies by hand (plain unittest); how the
+loader names the library; and the bounds the binding reads from it.
 
 Run: STREAMPOOL_LIBRARY=build/release/libstreampool.so PYTHONPATH=python \
      python3 -m unittest discover -s tests/python -v
@@ -10,6 +11,7 @@ import os
 import subprocess
 import sys
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -45,6 +47,8 @@ class AbiCheckTest(unittest.TestCase):
         _capi.check_version(_capi.lib)
         _capi.check_struct_sizes(_capi.lib)
         self.assertEqual(sp.version()[0], _capi.MAJOR_VERSION)
+        if _capi.MAJOR_VERSION == 0:
+            self.assertEqual(sp.version()[1], _capi.MINOR_VERSION)
 
     def test_a_wrong_struct_size_is_named_with_both_sizes(self):
         real = ctypes.sizeof(_capi.PoolOptions)
@@ -70,6 +74,37 @@ class AbiCheckTest(unittest.TestCase):
         message = str(caught.exception)
         self.assertIn(f"major version {major + 1}", message)
         self.assertIn("is version " + ".".join(map(str, sp.version())), message)
+
+    def test_another_minor_version_is_refused_while_the_major_is_0(self):
+        major, minor, _ = sp.version()
+        if major != 0:
+            self.skipTest(f"version {major}.{minor}: from 1.0 on, minor versions share the ABI")
+        for other in (minor - 1, minor + 1):
+            with self.subTest(minor=other):
+                with self.assertRaises(ImportError) as caught:
+                    _capi.check_version(_capi.lib, major=0, minor=other)
+                message = str(caught.exception)
+                self.assertIn(f"C ABI of version 0.{other}", message)
+                self.assertIn("is version " + ".".join(map(str, sp.version())), message)
+
+    def test_the_loader_names_the_soname_of_this_abi(self):
+        major, minor = _capi.MAJOR_VERSION, _capi.MINOR_VERSION
+        self.assertEqual(_capi.SONAME, f"libstreampool.so.{major}.{minor}" if major == 0
+                         else f"libstreampool.so.{major}")
+        with mock.patch.dict(os.environ):
+            os.environ.pop("STREAMPOOL_LIBRARY", None)
+            tried = list(_capi._candidates())
+        self.assertIn(_capi.SONAME, tried)  # the system search path, by SONAME
+        builds = os.path.join(ROOT, "build") + os.sep
+        for path in tried:
+            if path.startswith(builds):  # a build tree of another ABI has no such file
+                self.assertEqual(os.path.basename(path), _capi.SONAME, path)
+
+    def test_the_allocation_bound_is_the_librarys(self):
+        bound = _capi.lib.sp_max_allocation_bytes()
+        self.assertEqual(sp.MAX_ALLOCATION_BYTES, bound)
+        self.assertGreater(bound, 0)
+        self.assertEqual(bound & (bound - 1), 0, bound)  # a power of two, not a wrapped value
 
     def test_an_older_library_is_named_with_the_missing_function(self):
         class Older:  # the real library, without one function a newer binding declares

@@ -38,7 +38,7 @@ try:
 except ImportError:  # Debian's CI Python has no hypothesis: the explicit cases below still run
     hypothesis = None
 
-MAX_BYTES = 1 << 48  # src/core/pool_state.cpp max_request
+MAX_BYTES = sp.MAX_ALLOCATION_BYTES  # the library's sp_max_allocation_bytes()
 UNSET = object()
 
 
@@ -327,7 +327,8 @@ class MalformedCapsule(Base):
                      "0xfffffffffffffff8")
 
     def test_more_bytes_than_any_device(self):
-        # Refused before by the C layer as "0 bytes": the size had wrapped.
+        # Refused naming the exact byte count: in a size_t the product would wrap modulo 2**64,
+        # and C would see some other size (0 for these).
         for dims in (((1 << 62),), ((1 << 40), (1 << 40)), ((MAX_BYTES // 4) + 1,)):
             with self.subTest(dims=dims):
                 n = 1

@@ -23,7 +23,7 @@ if os.environ.get("STREAMPOOL_EXPECT_INSTALLED") != "1":
 
 import streampool as sp  # noqa: E402
 
-MAX_BYTES = 1 << 48  # src/core/pool_state.cpp max_request: "beyond any device"
+MAX_BYTES = sp.MAX_ALLOCATION_BYTES  # the library's sp_max_allocation_bytes(): "beyond any device"
 
 
 class UseAfterFree(unittest.TestCase):

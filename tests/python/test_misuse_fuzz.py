@@ -38,7 +38,7 @@ SEED = int(os.environ.get("STREAMPOOL_FUZZ_SEED", "1"))
 
 MAX_LIVE = 16  # live arrays: bounded so that checking all of them after every step stays cheap
 MAX_N = 64  # elements per array
-MAX_BYTES = 1 << 48  # src/core/pool_state.cpp max_request
+MAX_BYTES = sp.MAX_ALLOCATION_BYTES  # the library's sp_max_allocation_bytes()
 TYPECODES = "bBhHiIlLqQfd"
 VALID = set(TYPECODES)
 BAD_TYPECODES = [("x", sp.InvalidArgument), ("u", sp.InvalidArgument), ("", sp.InvalidArgument),

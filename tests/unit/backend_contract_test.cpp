@@ -406,7 +406,7 @@ TEST(BackendContractDeathTest, NoexceptOperationsAbortNamingTheValues) {
                "fake: unmap of 262144 bytes");
   EXPECT_DEATH(plain.unmap(base, granule), "fake: unmap.*virtual memory \\(no\\)");
   // The messages name the file from the source root.
-  EXPECT_DEATH(b.destroy_queue(nullptr), "\\(src/core/backend.cpp:[0-9]+\\)");
+  EXPECT_DEATH(b.destroy_queue(nullptr), "\\(src/core/stream/backend.cpp:[0-9]+\\)");
 
   // Well-formed calls go through, once each.
   const int before = b.calls;

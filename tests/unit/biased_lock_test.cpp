@@ -1,9 +1,9 @@
-// White-box: the stream caches' biased lock (src/core/biased_lock.hpp). Mutual exclusion between
-// the owner's store-and-load entry and other threads' visits (a plain counter that every holder
-// increments must end exact; under TSan, any overlap is also a reported race), the bias kept by
-// visits and dropped by another thread's lock(), and try_visit never waiting. CTest runs this
+// White-box: the stream caches' biased lock (src/core/support/biased_lock.hpp). Mutual exclusion
+// between the owner's store-and-load entry and other threads' visits (a plain counter that every
+// holder increments must end exact; under TSan, any overlap is also a reported race), the bias kept
+// by visits and dropped by another thread's lock(), and try_visit never waiting. CTest runs this
 // program twice: as is, and with STREAMPOOL_BIASED_LOCKS=0 (no bias: a plain spinlock).
-#include "core/biased_lock.hpp"
+#include "core/support/biased_lock.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// White-box tests of the block arena (src/core/block_arena.hpp), the structure under the pool's
-// large blocks, on made-up addresses: nothing here is ever dereferenced. check() verifies the
-// arena's invariants after every step; the tests add what the invariants cannot see (where a
+// White-box tests of the block arena (src/core/pool/block_arena.hpp), the structure under the
+// pool's large blocks, on made-up addresses: nothing here is ever dereferenced. check() verifies
+// the arena's invariants after every step; the tests add what the invariants cannot see (where a
 // block lands, what a window costs, which tokens survive a merge).
-#include "core/block_arena.hpp"
+#include "core/pool/block_arena.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // White-box: the pool's locks count their contended acquisitions (core/counted_mutex.hpp,
 // core/spinlock.hpp), the numbers behind pool_statistics::contention. No sleeps: the holder
 // waits until the other thread has counted its failed attempt, then lets it in.
-#include "core/counted_mutex.hpp"
+#include "core/support/counted_mutex.hpp"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "core/spinlock.hpp"
+#include "core/support/spinlock.hpp"
 
 namespace {
 

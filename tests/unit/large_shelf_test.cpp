@@ -1,7 +1,7 @@
-// White-box tests of the shelf (src/core/large_shelf.hpp): past its bound it gives back its oldest
-// block over all bins, in push order, whatever pop() took in between; its age list stays what
-// find_broken() checks. A model (a list in push order) says which block is the oldest.
-#include "core/large_shelf.hpp"
+// White-box tests of the shelf (src/core/pool/large_shelf.hpp): past its bound it gives back its
+// oldest block over all bins, in push order, whatever pop() took in between; its age list stays
+// what find_broken() checks. A model (a list in push order) says which block is the oldest.
+#include "core/pool/large_shelf.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <list>
 #include <random>
 
-#include "core/block_arena.hpp"
+#include "core/pool/block_arena.hpp"
 
 namespace {
 

@@ -1,7 +1,8 @@
-// White-box tests of the live index (src/core/live_index.hpp), the block arena's live blocks by
-// start address: against a std::unordered_map under random inserts and erases, with starts that
-// collide in the table (equal low bits, as block starts have) and runs that wrap around its end.
-#include "core/live_index.hpp"
+// White-box tests of the live index (src/core/support/live_index.hpp), the block arena's live
+// blocks by start address: against a std::unordered_map under random inserts and erases, with
+// starts that collide in the table (equal low bits, as block starts have) and runs that wrap around
+// its end.
+#include "core/support/live_index.hpp"
 
 #include <gtest/gtest.h>
 

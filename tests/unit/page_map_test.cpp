@@ -1,7 +1,7 @@
-// White-box: the page map (src/core/page_map.hpp), pointer -> segment. Every address of an
+// White-box: the page map (src/core/support/page_map.hpp), pointer -> segment. Every address of an
 // inserted range finds its segment, nothing outside it does, erasing clears exactly the range,
 // and addresses beyond the 48 bits the map covers are refused on insert and not found on lookup.
-#include "core/page_map.hpp"
+#include "core/support/page_map.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// White-box: the size classes of small requests (src/core/size_classes.hpp). Every class is a
-// multiple of the smallest block, classes grow strictly, a request's class is the smallest one
+// White-box: the size classes of small requests (src/core/support/size_classes.hpp). Every class is
+// a multiple of the smallest block, classes grow strictly, a request's class is the smallest one
 // that holds it, and rounding wastes less than a 256-byte step up to 1 KiB and less than a quarter
 // above (the header's promise).
-#include "core/size_classes.hpp"
+#include "core/support/size_classes.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// White-box tests of the size index (src/core/size_index.hpp), the block arena's mapped free set:
-// its order, best fit and erase must be exactly those of a set ordered by (size, start), which is
-// what it replaced and what the pool's placement decisions (and so the trace replays' peaks)
-// depend on.
-#include "core/size_index.hpp"
+// White-box tests of the size index (src/core/support/size_index.hpp), the block arena's mapped
+// free set: its order, best fit and erase must be exactly those of a set ordered by (size, start),
+// which is what it replaced and what the pool's placement decisions (and so the trace replays'
+// peaks) depend on.
+#include "core/support/size_index.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <set>
 #include <utility>
 
-#include "core/block_arena.hpp"
+#include "core/pool/block_arena.hpp"
 
 namespace {
 

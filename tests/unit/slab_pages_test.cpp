@@ -1,8 +1,8 @@
-// White-box tests of slab pages (src/core/slab_pages.hpp) on made-up addresses: slabs of several
-// sizes share a page without overlapping, a page is reported empty exactly when its last slab
-// goes, and pages are off where the granularity does not fit the slot mask. And the sizes of new
-// slabs: a class's slabs double from one chunk's worth up to the full slab (issue 45).
-#include "core/slab_pages.hpp"
+// White-box tests of slab pages (src/core/pool/slab_pages.hpp) on made-up addresses: slabs of
+// several sizes share a page without overlapping, a page is reported empty exactly when its last
+// slab goes, and pages are off where the granularity does not fit the slot mask. And the sizes of
+// new slabs: a class's slabs double from one chunk's worth up to the full slab (issue 45).
+#include "core/pool/slab_pages.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "core/size_classes.hpp"
+#include "core/support/size_classes.hpp"
 
 using streampool::detail::slab_pages;
 

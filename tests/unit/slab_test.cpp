@@ -1,5 +1,5 @@
-// White-box: a slab's chunk state bytes (src/core/segment.hpp). Every chunk has its own byte, the
-// carve order visits every chunk once, and the first chunks carved (by threads that then keep
+// White-box: a slab's chunk state bytes (src/core/pool/segment.hpp). Every chunk has its own byte,
+// the carve order visits every chunk once, and the first chunks carved (by threads that then keep
 // reusing them) have their bytes on different cache lines, so that their allocs and frees never
 // write a line another thread writes.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <set>
 
-#include "core/segment.hpp"
+#include "core/pool/segment.hpp"
 
 namespace sd = streampool::detail;
 

@@ -1,4 +1,4 @@
-// pool_state::validate() (src/core/pool_state.hpp): it holds on pools that did real work, also
+// pool_state::validate() (src/core/pool/pool_state.hpp): it holds on pools that did real work, also
 // while other threads allocate and trim, on both large-block paths; and each kind of broken
 // invariant is caught and named. The negative tests break the pool's state on purpose through
 // test_access (a friend of the pool's internal types) and put it back before the pool is
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "conformance/accessor.hpp"
-#include "core/access.hpp"
-#include "core/pool_state.hpp"
+#include "core/pool/pool_state.hpp"
+#include "core/stream/access.hpp"
 #include "streampool/host.hpp"
 #include "streampool/streampool.hpp"
 

@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "report/json.hpp"  // utf8_length (header-only)
+#include "snapshot/json.hpp"  // utf8_length (header-only)
 
 #ifdef STREAMPOOL_REPLAY_ZLIB
 #include <zlib.h>

@@ -1,7 +1,7 @@
 # The trace reader (trace.cpp, format: bench/traces/README.md) as a static library of its own,
 # streampool_replay_trace: replay links it, and so do its test (tests/report/trace_reader_test.cpp)
 # and fuzz/trace_fuzzer.cpp, which the fuzz preset builds without the benchmarks and so without
-# replay. It needs nothing of the library but one header-only function of src/report/json.hpp
+# replay. It needs nothing of the library but one header-only function of src/snapshot/json.hpp
 # (utf8_length).
 #
 # gzip traces are read through zlib when it is found (zlib1g-dev), else through `gzip -dc`.

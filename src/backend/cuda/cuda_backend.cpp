@@ -8,19 +8,18 @@
 //                    an earlier cuStreamWaitEvent still refers to the event: a wait captures the
 //                    event's most recent record at the time of the wait call.
 #include <atomic>
-#include <cstdarg>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "backend/common/aligned_bases.hpp"
+#include "backend/common/check.hpp"
+#include "context_scope.hpp"
 #include "core/support/environment.hpp"
 #include "driver.hpp"
-#include "driver_calls.hpp"
 #include "staging_ring.hpp"
 #include "streampool/cuda.hpp"
 
@@ -36,49 +35,35 @@ namespace {
 
 namespace cu = detail::cu;
 namespace environment = detail::environment;
-using cu::check;
 using cu::context_scope;
-using cu::failure;
+using detail::check;
+using detail::report_teardown_error;
 
 constexpr std::size_t default_granularity = std::size_t{2} << 20;  // 2 MiB: the GPU's large page
 
-/// The granule of virtual memory: 8 MiB (STREAMPOOL_CUDA_VM_GRANULARITY overrides it). On the
-/// H200, GPT-2 training on 2 MiB granules (one physical allocation and one mapping each) ran 22%
-/// slower than PyTorch's allocator in one run; 8, 16 and 32 MiB granules ran within 7-15% of it
-/// in another, noisier one, and 8 MiB kept the least memory (bench/RESULTS.md).
+/// The granule of virtual memory: 8 MiB (STREAMPOOL_CUDA_VM_GRANULARITY overrides it). Each
+/// granule costs one physical allocation and one mapping, so a coarser granule makes fewer driver
+/// calls, and a finer one reserves less; 8 MiB is the measured balance (docs/large-blocks.md, "The
+/// granule").
 constexpr std::size_t default_vm_granularity = std::size_t{8} << 20;
 
 constexpr std::size_t staging_capacity = std::size_t{32} << 20;
 constexpr std::size_t max_idle_events = 1024;
 
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
-/// check() for the kernels, whose results are cudaError_t values of the runtime (kernels.hpp).
-[[gnu::format(printf, 2, 3)]] void check_launch(int e, const char* call, ...) {
-  if (e == 0) [[likely]]
-    return;
-  std::va_list args;
-  va_start(args, call);
-  std::string message;
-  try {
-    message = failure(call, args,
-                      detail::format("%s (%d): %s", detail::cuda_kernel_error_name(e), e,
-                                     detail::cuda_kernel_error_string(e)));
-  } catch (...) {
-    va_end(args);
-    throw;
+/// The kernels' results, cudaError_t values of the CUDA runtime (kernels.hpp), as check() names
+/// them.
+class kernel_errors final : public detail::runtime_errors {
+ public:
+  [[nodiscard]] const char* backend() const noexcept override { return "cuda"; }
+  [[nodiscard]] std::string describe(long code) const override {
+    const auto e = static_cast<int>(code);
+    return detail::format("%s (%d): %s", detail::cuda_kernel_error_name(e), e,
+                          detail::cuda_kernel_error_string(e));
   }
-  va_end(args);
-  throw backend_error(backend_error_kind::runtime, message, "cuda", e);
-}
+};
+constexpr kernel_errors launch_errors;
 #endif
-
-/// Errors from teardown paths (noexcept operations) that are neither success nor the driver
-/// shutting down at process exit are reported once on stderr: they mean a broken precondition or
-/// a sticky device error, and there is no caller to throw to.
-void report_teardown_error(const cu::driver& d, cu::result r, const char* what) noexcept {
-  if (r == cu::success || r == cu::error_deinitialized) return;
-  std::fprintf(stderr, "streampool: cuda: %s failed: %s\n", what, d.describe(r).c_str());
-}
 
 /// Physical memory on `dev`, as cuMemCreate and cuMemGetAllocationGranularity take it.
 cu::mem_allocation_prop device_memory(cu::device dev) {
@@ -148,35 +133,30 @@ class cuda_backend final : public backend {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): a CUdeviceptr is an address held as an integer
     if (p % granularity_ == 0) return reinterpret_cast<void*>(p);
     // cuMemAlloc promises only 256-byte alignment; for sizes that are multiples of 2 MiB the
-    // driver hands out 2 MiB-aligned ranges in practice. Should it not, over-allocate by one
-    // granule and remember the real base (rare; the map is only consulted when non-empty).
+    // driver usually hands out 2 MiB-aligned ranges. Should it not, over-allocate by one granule
+    // and remember the real base (rare; unaligned_ takes no lock while it is empty).
     (void)d_.mem_free(p);
     r = d_.mem_alloc(&p, bytes + granularity_);
     if (r == cu::error_out_of_memory) return nullptr;
     check(d_, r, "cuMemAlloc(%zu bytes) on device %d", bytes + granularity_, ordinal_);
-    const cu::deviceptr aligned = (p + granularity_ - 1) / granularity_ * granularity_;
+    // NOLINTBEGIN(performance-no-int-to-ptr): device addresses, held as integers
+    auto* aligned = reinterpret_cast<void*>(detail::align_up(p, granularity_));
+    auto* base = reinterpret_cast<void*>(p);
+    // NOLINTEND(performance-no-int-to-ptr)
     try {
-      std::lock_guard<std::mutex> lk(unaligned_mu_);
-      unaligned_.emplace(aligned, p);
-      has_unaligned_.store(true, std::memory_order_release);
+      unaligned_.remember(aligned, base);
     } catch (...) {
       (void)d_.mem_free(p);
       throw;
     }
-    return reinterpret_cast<void*>(aligned);  // NOLINT(performance-no-int-to-ptr)
+    return aligned;
   }
 
   void do_deallocate(void* ptr, std::size_t) noexcept override {
     if (ptr == nullptr) return;
     context_scope cs(d_, ctx_);
-    auto p = reinterpret_cast<cu::deviceptr>(ptr);
-    if (has_unaligned_.load(std::memory_order_acquire)) {
-      std::lock_guard<std::mutex> lk(unaligned_mu_);
-      if (auto it = unaligned_.find(p); it != unaligned_.end()) {
-        p = it->second;
-        unaligned_.erase(it);
-      }
-    }
+    void* base = unaligned_.take(ptr);
+    const auto p = reinterpret_cast<cu::deviceptr>(base != nullptr ? base : ptr);
     report_teardown_error(d_, d_.mem_free(p), "cuMemFree");
   }
 
@@ -345,7 +325,8 @@ class cuda_backend final : public backend {
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
         if (dst % 8 == 0) {
           const int e = detail::cuda_fill8(f.dst, f.pattern, f.count, s);
-          check_launch(e, "fill8(dst=%p, %zu elements) on device %d", f.dst, f.count, ordinal_);
+          check(launch_errors, e, "fill8(dst=%p, %zu elements) on device %d", f.dst, f.count,
+                ordinal_);
           return;
         }
 #endif
@@ -365,14 +346,15 @@ class cuda_backend final : public backend {
     // Nothing to do for an empty map or scan; a reduction of nothing still writes the identity.
     if (k.n == 0 && k.kind != kernel_kind::reduce) return;
 #if STREAMPOOL_CUDA_KERNELS_ENABLED
-    check_launch(detail::cuda_launch_kernel(k, s),
-                 "%s kernel (op %s, dtype %s, n=%zu) on device %d", kind_name(k.kind),
-                 op_name(k.fn), dtype_name(k.type), k.n, ordinal_);
+    check(launch_errors, detail::cuda_launch_kernel(k, s),
+          "%s kernel (op %s, dtype %s, n=%zu) on device %d", kind_name(k.kind), op_name(k.fn),
+          dtype_name(k.type), k.n, ordinal_);
 #else
     (void)s;
-    // Kind runtime, as before kinds existed: the C ABI has said BACKEND_ERROR for it.
-    throw backend_error(backend_error_kind::runtime,
-                        "cuda: built without kernels (no CUDA compiler at build time)", "cuda", 0);
+    // Kind runtime, not unavailable: the backend works, this build lacks one of its features, and
+    // the C ABI reports it as BACKEND_ERROR.
+    detail::raise_backend_error(backend_error_kind::runtime, "cuda", 0,
+                                "built without kernels (no CUDA compiler at build time)");
 #endif
   }
 
@@ -453,9 +435,7 @@ class cuda_backend final : public backend {
   // STREAMPOOL_CUDA_IPC is not 0.
   std::atomic<bool> exportable_{exportable_by_default(d_)};
 
-  std::atomic<bool> has_unaligned_{false};
-  std::mutex unaligned_mu_;                                     // guards unaligned_
-  std::unordered_map<cu::deviceptr, cu::deviceptr> unaligned_;  // aligned -> cuMemAlloc base
+  detail::aligned_bases unaligned_;  // over-allocated segments: aligned -> cuMemAlloc's base
 
   std::unique_ptr<detail::staging_ring> staging_;  // pinned uploads; reset before the context goes
 };
@@ -465,8 +445,8 @@ const cu::driver* driver_or_throw() {
   cu::result code = 0;
   const cu::driver* d = cu::load(&why, &code);
   if (d == nullptr) {
-    throw backend_error(backend_error_kind::unavailable, "cuda: not available: " + why, "cuda",
-                        code);
+    detail::raise_backend_error(backend_error_kind::unavailable, "cuda", code,
+                                "not available: " + why);
   }
   return d;
 }
@@ -492,9 +472,9 @@ std::shared_ptr<backend> make_cuda_backend(int ordinal) {
   cu::result r = d.device_get_count(&count);
   check(d, r, "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count) {
-    throw backend_error(backend_error_kind::no_device,
-                        detail::format("cuda: no device %d (%d devices)", ordinal, count), "cuda",
-                        101 /* CUDA_ERROR_INVALID_DEVICE */);
+    detail::raise_backend_error(backend_error_kind::no_device, "cuda",
+                                101 /* CUDA_ERROR_INVALID_DEVICE */,
+                                detail::format("no device %d (%d devices)", ordinal, count));
   }
   cu::device dev = 0;
   r = d.device_get(&dev, ordinal);

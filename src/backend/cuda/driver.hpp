@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <string>
 
+#include "backend/common/check.hpp"
+
 namespace streampool::detail::cu {
 
 using result = int;                     // CUresult
@@ -72,8 +74,9 @@ struct ipc_mem_handle {
 };
 
 /// The driver functions the backend calls. Every pointer is non-null once `load` succeeded, except
-/// the virtual memory group (`has_virtual_memory()` says whether all of it resolved).
-struct driver {
+/// the virtual memory group (`has_virtual_memory()` says whether all of it resolved) and the
+/// sharing group (`has_sharing()`). The table also names the driver's results for the checks.
+struct driver final : runtime_errors {
   result (*init)(unsigned flags);
   result (*driver_get_version)(int* version);
   result (*get_error_name)(result r, const char** s);
@@ -147,8 +150,13 @@ struct driver {
            ipc_close_mem_handle != nullptr;
   }
 
+  [[nodiscard]] const char* backend() const noexcept override { return "cuda"; }
   /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory", or the bare number if the driver cannot say.
-  [[nodiscard]] std::string describe(result r) const;
+  [[nodiscard]] std::string describe(long code) const override;
+  /// CUDA_ERROR_DEINITIALIZED: the driver is unloading at process exit.
+  [[nodiscard]] bool shutting_down(long code) const noexcept override {
+    return code == error_deinitialized;
+  }
 };
 
 /// The process-wide driver table, loaded and cuInit'ed on first call (thread-safe). nullptr when

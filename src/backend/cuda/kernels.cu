@@ -17,8 +17,8 @@ namespace {
 using namespace cuda_ops;
 
 constexpr unsigned threads_per_block = 256;
-// Enough blocks to fill an H200 (132 SMs x 8 resident blocks of 256 threads) several times;
-// larger inputs are covered by the grid-stride loop.
+// Enough blocks to keep a large GPU busy (132 SMs with 8 resident blocks of 256 threads each,
+// several times over); larger inputs are covered by the grid-stride loop.
 constexpr std::size_t max_blocks = 132 * 32;
 
 unsigned blocks_for(std::size_t n) {

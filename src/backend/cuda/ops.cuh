@@ -35,27 +35,6 @@ struct fold_max {
   __host__ __device__ T operator()(T x, T y) const { return x < y ? y : x; }
 };
 
-/// The identity element of a fold (what reduce of an empty range gives).
-template <class T>
-inline T identity_of(op fn) {  // host only: the init value passed to CUB
-  switch (fn) {
-    case op::mul:
-      return T(1);
-    case op::min:
-      if constexpr (std::is_floating_point_v<T>)
-        return std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::max();
-    case op::max:
-      if constexpr (std::is_floating_point_v<T>)
-        return -std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::lowest();
-    default:
-      return T(0);  // add
-  }
-}
-
 /// out = fn(x, a) for map_unary (a is ignored by the unary ops), fn(x, y) for map_binary.
 template <class T, op Fn>
 __device__ __forceinline__ T apply(T x, T a) {

@@ -24,7 +24,7 @@ template <class T, class Fold>
 int reduce_with(const kernel_command& k, cudaStream_t s, Fold fold) {
   const auto* in = static_cast<const T*>(k.in0);
   auto* out = static_cast<T*>(k.out);
-  const T init = identity_of<T>(k.fn);
+  const T init = fold_identity<T>(k.fn);
   if (k.n == 0) {  // n == 0 gives op's identity (kernel.hpp)
     write_one<T><<<1, 1, 0, s>>>(out, init);
     return static_cast<int>(cudaGetLastError());

@@ -12,8 +12,9 @@
 #include <cstring>
 #include <optional>
 
+#include "backend/common/check.hpp"
+#include "context_scope.hpp"
 #include "driver.hpp"
-#include "driver_calls.hpp"
 #include "streampool/cuda.hpp"
 #include "streampool/error.hpp"
 
@@ -21,18 +22,19 @@ namespace streampool {
 namespace {
 
 namespace cu = detail::cu;
+using detail::check;
 
 const cu::driver& sharing_driver() {
   std::string why;
   const cu::driver* d = cu::load(&why);
   if (d == nullptr) {
-    throw backend_error(backend_error_kind::unavailable, "cuda: not available: " + why, "cuda", 0);
+    detail::raise_backend_error(backend_error_kind::unavailable, "cuda", 0,
+                                "not available: " + why);
   }
   if (!d->has_sharing()) {
-    throw backend_error(backend_error_kind::unavailable,
-                        "cuda: this driver cannot share memory with other processes (it lacks "
-                        "cuMemExportToShareableHandle, cuIpcGetMemHandle or their kin)",
-                        "cuda", 0);
+    detail::raise_backend_error(backend_error_kind::unavailable, "cuda", 0,
+                                "this driver cannot share memory with other processes (it lacks "
+                                "cuMemExportToShareableHandle, cuIpcGetMemHandle or their kin)");
   }
   return *d;
 }
@@ -41,8 +43,8 @@ const cu::driver& sharing_driver() {
 class device_context {
  public:
   device_context(const cu::driver& d, int ordinal) : d_(d) {
-    cu::check(d, d.device_get(&dev_, ordinal), "cuDeviceGet(%d)", ordinal);
-    cu::check(d, d.primary_ctx_retain(&ctx_, dev_), "cuDevicePrimaryCtxRetain(device %d)", ordinal);
+    check(d, d.device_get(&dev_, ordinal), "cuDeviceGet(%d)", ordinal);
+    check(d, d.primary_ctx_retain(&ctx_, dev_), "cuDevicePrimaryCtxRetain(device %d)", ordinal);
     scope_.emplace(d, ctx_);
   }
   device_context(const device_context&) = delete;
@@ -87,17 +89,17 @@ cuda_shared_memory cuda_share(int ordinal, const void* p, std::size_t bytes,
     out.granule_bytes = granule_bytes;
     try {
       for (cu::deviceptr g = first; g < end; g += granule_bytes) {
-        cu::check(d, d.mem_retain_allocation_handle(&h, pointer(g)),
-                  "cuMemRetainAllocationHandle(%p) on device %d", pointer(g), ordinal);
+        check(d, d.mem_retain_allocation_handle(&h, pointer(g)),
+              "cuMemRetainAllocationHandle(%p) on device %d", pointer(g), ordinal);
         int fd = -1;
         const cu::result r =
             d.mem_export_to_shareable_handle(&fd, h, cu::mem_handle_type_posix_fd, 0);
         (void)d.mem_release(h);
-        cu::check(d, r,
-                  "cuMemExportToShareableHandle(the granule at %p of [%p, +%zu)) on device %d "
-                  "(its memory was made without an exportable handle: STREAMPOOL_CUDA_IPC=0, or "
-                  "the driver refused one)",
-                  pointer(g), p, bytes, ordinal);
+        check(d, r,
+              "cuMemExportToShareableHandle(the granule at %p of [%p, +%zu)) on device %d "
+              "(its memory was made without an exportable handle: STREAMPOOL_CUDA_IPC=0, or "
+              "the driver refused one)",
+              pointer(g), p, bytes, ordinal);
         out.fds.push_back(fd);
       }
     } catch (...) {
@@ -108,11 +110,11 @@ cuda_shared_memory cuda_share(int ordinal, const void* p, std::size_t bytes,
   }
   cu::deviceptr base = 0;
   std::size_t size = 0;
-  cu::check(d, d.mem_get_address_range(&base, &size, at), "cuMemGetAddressRange(%p) on device %d",
-            p, ordinal);
+  check(d, d.mem_get_address_range(&base, &size, at), "cuMemGetAddressRange(%p) on device %d", p,
+        ordinal);
   cu::ipc_mem_handle handle{};
-  cu::check(d, d.ipc_get_mem_handle(&handle, base), "cuIpcGetMemHandle(%p) on device %d",
-            pointer(base), ordinal);
+  check(d, d.ipc_get_mem_handle(&handle, base), "cuIpcGetMemHandle(%p) on device %d", pointer(base),
+        ordinal);
   out.what = cuda_shared_memory::kind::allocation;
   out.base = base;
   out.bytes = size;
@@ -135,23 +137,23 @@ void* cuda_map_shared(int ordinal, const std::vector<int>& fds, std::size_t gran
     for (const int fd : fds) {
       cu::mem_handle h = 0;
       // The driver takes a POSIX descriptor as the pointer-sized value itself.
-      cu::check(d,
-                d.mem_import_from_shareable_handle(
-                    &h, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),  // NOLINT
-                    cu::mem_handle_type_posix_fd),
-                "cuMemImportFromShareableHandle(fd %d) on device %d", fd, ordinal);
+      check(d,
+            d.mem_import_from_shareable_handle(
+                &h, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)),  // NOLINT
+                cu::mem_handle_type_posix_fd),
+            "cuMemImportFromShareableHandle(fd %d) on device %d", fd, ordinal);
       handles.push_back(h);
     }
-    cu::check(d, d.mem_address_reserve(&base, bytes, granule_bytes, 0, 0),
-              "cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal);
+    check(d, d.mem_address_reserve(&base, bytes, granule_bytes, 0, 0),
+          "cuMemAddressReserve(%zu bytes) on device %d", bytes, ordinal);
     for (; mapped < handles.size(); ++mapped) {
-      cu::check(d, d.mem_map(base + mapped * granule_bytes, granule_bytes, 0, handles[mapped], 0),
-                "cuMemMap(granule %zu of %zu) on device %d", mapped, handles.size(), ordinal);
+      check(d, d.mem_map(base + mapped * granule_bytes, granule_bytes, 0, handles[mapped], 0),
+            "cuMemMap(granule %zu of %zu) on device %d", mapped, handles.size(), ordinal);
     }
     const cu::mem_access_desc access{{cu::mem_location_type_device, context.device()},
                                      cu::mem_access_read_write};
-    cu::check(d, d.mem_set_access(base, bytes, &access, 1),
-              "cuMemSetAccess(%p, %zu bytes) on device %d", pointer(base), bytes, ordinal);
+    check(d, d.mem_set_access(base, bytes, &access, 1),
+          "cuMemSetAccess(%p, %zu bytes) on device %d", pointer(base), bytes, ordinal);
   } catch (...) {
     for (std::size_t i = 0; i < mapped; ++i)
       (void)d.mem_unmap(base + i * granule_bytes, granule_bytes);

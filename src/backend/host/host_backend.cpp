@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "backend/common/aligned_bases.hpp"
 #include "host_kernels.hpp"
 #include "race_checker.hpp"
 #include "streampool/host.hpp"
@@ -153,7 +154,7 @@ class host_backend final : public backend {
         ::mmap(nullptr, bytes + g, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
     const auto start = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (start + g - 1) / g * g;
+    const std::uintptr_t aligned = detail::align_up(start, g);
     if (aligned > start) ::munmap(raw, aligned - start);
     const std::uintptr_t tail = start + bytes + g - (aligned + bytes);
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the address is computed as an integer

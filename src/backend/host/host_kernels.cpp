@@ -87,28 +87,6 @@ T apply_unary(op fn, T x) {
 }
 
 template <class T>
-T identity_of(op fn) {
-  switch (fn) {
-    case op::add:
-      return T{0};
-    case op::mul:
-      return T{1};
-    case op::min:
-      if constexpr (std::is_floating_point_v<T>)
-        return std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::max();
-    case op::max:
-      if constexpr (std::is_floating_point_v<T>)
-        return -std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::lowest();
-    default:
-      unreachable_op("identity_of", fn);
-  }
-}
-
-template <class T>
 void run_typed(const kernel_command& k) {
   const T* in0 = static_cast<const T*>(k.in0);
   const T* in1 = static_cast<const T*>(k.in1);
@@ -125,13 +103,13 @@ void run_typed(const kernel_command& k) {
                                   : apply_binary(k.fn, in0[i], in1[i]);
       return;
     case kernel_kind::reduce: {
-      T acc = identity_of<T>(k.fn);
+      T acc = fold_identity<T>(k.fn);
       for (std::size_t i = 0; i < k.n; ++i) acc = apply_binary(k.fn, acc, in0[i]);
       out[0] = acc;
       return;
     }
     case kernel_kind::inclusive_scan: {
-      T acc = identity_of<T>(k.fn);
+      T acc = fold_identity<T>(k.fn);
       for (std::size_t i = 0; i < k.n; ++i) out[i] = acc = apply_binary(k.fn, acc, in0[i]);
       return;
     }

@@ -1,100 +1,78 @@
 // streampool: loading the Level Zero loader (see driver.hpp).
 #include "driver.hpp"
 
-#include <dlfcn.h>
-
+#include <array>
 #include <cstdio>
+
+#include "backend/common/dynamic_library.hpp"
 
 namespace streampool::detail::ze {
 namespace {
 
-struct loaded {
-  driver table{};
-  bool ok = false;
-  std::string why;
-  ze_result_t code = ZE_RESULT_SUCCESS;
+// Every entry point of the 1.4 specification the backend calls is required; a later one is
+// optional and its feature is off when the loader lacks it.
+constexpr std::array driver_symbols{
+    required_symbol<&driver::init>("zeInit"),
+    required_symbol<&driver::driver_get>("zeDriverGet"),
+    required_symbol<&driver::driver_get_api_version>("zeDriverGetApiVersion"),
+    required_symbol<&driver::device_get>("zeDeviceGet"),
+    required_symbol<&driver::device_get_properties>("zeDeviceGetProperties"),
+    required_symbol<&driver::device_get_memory_properties>("zeDeviceGetMemoryProperties"),
+    required_symbol<&driver::device_get_command_queue_group_properties>(
+        "zeDeviceGetCommandQueueGroupProperties"),
+    required_symbol<&driver::device_get_module_properties>("zeDeviceGetModuleProperties"),
+    required_symbol<&driver::device_get_compute_properties>("zeDeviceGetComputeProperties"),
+    required_symbol<&driver::device_get_memory_access_properties>(
+        "zeDeviceGetMemoryAccessProperties"),
+    required_symbol<&driver::context_create>("zeContextCreate"),
+    required_symbol<&driver::context_destroy>("zeContextDestroy"),
+    required_symbol<&driver::command_list_create_immediate>("zeCommandListCreateImmediate"),
+    required_symbol<&driver::command_list_destroy>("zeCommandListDestroy"),
+    required_symbol<&driver::command_list_append_barrier>("zeCommandListAppendBarrier"),
+    required_symbol<&driver::command_list_append_wait_on_events>("zeCommandListAppendWaitOnEvents"),
+    required_symbol<&driver::command_list_append_memory_copy>("zeCommandListAppendMemoryCopy"),
+    required_symbol<&driver::command_list_append_memory_fill>("zeCommandListAppendMemoryFill"),
+    required_symbol<&driver::command_list_append_launch_kernel>("zeCommandListAppendLaunchKernel"),
+    required_symbol<&driver::event_pool_create>("zeEventPoolCreate"),
+    required_symbol<&driver::event_pool_destroy>("zeEventPoolDestroy"),
+    required_symbol<&driver::event_create>("zeEventCreate"),
+    required_symbol<&driver::event_destroy>("zeEventDestroy"),
+    required_symbol<&driver::event_host_synchronize>("zeEventHostSynchronize"),
+    required_symbol<&driver::event_query_status>("zeEventQueryStatus"),
+    required_symbol<&driver::event_host_reset>("zeEventHostReset"),
+    required_symbol<&driver::mem_alloc_device>("zeMemAllocDevice"),
+    required_symbol<&driver::mem_alloc_host>("zeMemAllocHost"),
+    required_symbol<&driver::mem_free>("zeMemFree"),
+    required_symbol<&driver::module_create>("zeModuleCreate"),
+    required_symbol<&driver::module_destroy>("zeModuleDestroy"),
+    required_symbol<&driver::module_build_log_get_string>("zeModuleBuildLogGetString"),
+    required_symbol<&driver::module_build_log_destroy>("zeModuleBuildLogDestroy"),
+    required_symbol<&driver::kernel_create>("zeKernelCreate"),
+    required_symbol<&driver::kernel_destroy>("zeKernelDestroy"),
+    required_symbol<&driver::kernel_set_group_size>("zeKernelSetGroupSize"),
+    required_symbol<&driver::kernel_set_argument_value>("zeKernelSetArgumentValue"),
+    required_symbol<&driver::virtual_mem_query_page_size>("zeVirtualMemQueryPageSize"),
+    required_symbol<&driver::virtual_mem_reserve>("zeVirtualMemReserve"),
+    required_symbol<&driver::virtual_mem_free>("zeVirtualMemFree"),
+    required_symbol<&driver::physical_mem_create>("zePhysicalMemCreate"),
+    required_symbol<&driver::physical_mem_destroy>("zePhysicalMemDestroy"),
+    required_symbol<&driver::virtual_mem_map>("zeVirtualMemMap"),
+    required_symbol<&driver::virtual_mem_unmap>("zeVirtualMemUnmap"),
+    // Specification 1.6, later than the headers.
+    optional_symbol<&driver::driver_get_last_error_description>("zeDriverGetLastErrorDescription"),
 };
 
-// Resolves `name` into `slot`; false (and a reason) when the symbol is missing.
-template <class Fn>
-bool resolve(void* lib, const char* name, Fn*& slot, std::string& why) {
-  slot = reinterpret_cast<Fn*>(dlsym(lib, name));
-  if (slot == nullptr) {
-    why = std::string("libze_loader.so.1 has no symbol ") + name;
-    return false;
-  }
-  return true;
-}
-
-loaded load_once() {
-  loaded l;
-  void* lib = dlopen("libze_loader.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* e = dlerror();
-    l.why =
-        std::string("dlopen(libze_loader.so.1) failed: ") + (e != nullptr ? e : "unknown error");
+loaded_runtime<driver> load_driver() {
+  loaded_runtime<driver> l;
+  if (!l.library.open("libze_loader.so.1", l.why) ||
+      !bind_symbols(l.library, l.table, driver_symbols, l.why)) {
     return l;
   }
-  // Never dlclose: memory, events and command lists may be released from static destructors
-  // after any unload point we could choose, and the loader keeps its drivers loaded until exit.
-  driver& d = l.table;
-  const bool ok =
-      resolve(lib, "zeInit", d.init, l.why) && resolve(lib, "zeDriverGet", d.driver_get, l.why) &&
-      resolve(lib, "zeDriverGetApiVersion", d.driver_get_api_version, l.why) &&
-      resolve(lib, "zeDeviceGet", d.device_get, l.why) &&
-      resolve(lib, "zeDeviceGetProperties", d.device_get_properties, l.why) &&
-      resolve(lib, "zeDeviceGetMemoryProperties", d.device_get_memory_properties, l.why) &&
-      resolve(lib, "zeDeviceGetCommandQueueGroupProperties",
-              d.device_get_command_queue_group_properties, l.why) &&
-      resolve(lib, "zeDeviceGetModuleProperties", d.device_get_module_properties, l.why) &&
-      resolve(lib, "zeDeviceGetComputeProperties", d.device_get_compute_properties, l.why) &&
-      resolve(lib, "zeDeviceGetMemoryAccessProperties", d.device_get_memory_access_properties,
-              l.why) &&
-      resolve(lib, "zeContextCreate", d.context_create, l.why) &&
-      resolve(lib, "zeContextDestroy", d.context_destroy, l.why) &&
-      resolve(lib, "zeCommandListCreateImmediate", d.command_list_create_immediate, l.why) &&
-      resolve(lib, "zeCommandListDestroy", d.command_list_destroy, l.why) &&
-      resolve(lib, "zeCommandListAppendBarrier", d.command_list_append_barrier, l.why) &&
-      resolve(lib, "zeCommandListAppendWaitOnEvents", d.command_list_append_wait_on_events,
-              l.why) &&
-      resolve(lib, "zeCommandListAppendMemoryCopy", d.command_list_append_memory_copy, l.why) &&
-      resolve(lib, "zeCommandListAppendMemoryFill", d.command_list_append_memory_fill, l.why) &&
-      resolve(lib, "zeCommandListAppendLaunchKernel", d.command_list_append_launch_kernel, l.why) &&
-      resolve(lib, "zeEventPoolCreate", d.event_pool_create, l.why) &&
-      resolve(lib, "zeEventPoolDestroy", d.event_pool_destroy, l.why) &&
-      resolve(lib, "zeEventCreate", d.event_create, l.why) &&
-      resolve(lib, "zeEventDestroy", d.event_destroy, l.why) &&
-      resolve(lib, "zeEventHostSynchronize", d.event_host_synchronize, l.why) &&
-      resolve(lib, "zeEventQueryStatus", d.event_query_status, l.why) &&
-      resolve(lib, "zeEventHostReset", d.event_host_reset, l.why) &&
-      resolve(lib, "zeMemAllocDevice", d.mem_alloc_device, l.why) &&
-      resolve(lib, "zeMemAllocHost", d.mem_alloc_host, l.why) &&
-      resolve(lib, "zeMemFree", d.mem_free, l.why) &&
-      resolve(lib, "zeModuleCreate", d.module_create, l.why) &&
-      resolve(lib, "zeModuleDestroy", d.module_destroy, l.why) &&
-      resolve(lib, "zeModuleBuildLogGetString", d.module_build_log_get_string, l.why) &&
-      resolve(lib, "zeModuleBuildLogDestroy", d.module_build_log_destroy, l.why) &&
-      resolve(lib, "zeKernelCreate", d.kernel_create, l.why) &&
-      resolve(lib, "zeKernelDestroy", d.kernel_destroy, l.why) &&
-      resolve(lib, "zeKernelSetGroupSize", d.kernel_set_group_size, l.why) &&
-      resolve(lib, "zeKernelSetArgumentValue", d.kernel_set_argument_value, l.why) &&
-      resolve(lib, "zeVirtualMemQueryPageSize", d.virtual_mem_query_page_size, l.why) &&
-      resolve(lib, "zeVirtualMemReserve", d.virtual_mem_reserve, l.why) &&
-      resolve(lib, "zeVirtualMemFree", d.virtual_mem_free, l.why) &&
-      resolve(lib, "zePhysicalMemCreate", d.physical_mem_create, l.why) &&
-      resolve(lib, "zePhysicalMemDestroy", d.physical_mem_destroy, l.why) &&
-      resolve(lib, "zeVirtualMemMap", d.virtual_mem_map, l.why) &&
-      resolve(lib, "zeVirtualMemUnmap", d.virtual_mem_unmap, l.why);
-  if (!ok) return l;
-  // Later than the 1.4 headers: used only when the loader has it.
-  d.driver_get_last_error_description =
-      reinterpret_cast<decltype(d.driver_get_last_error_description)>(
-          dlsym(lib, "zeDriverGetLastErrorDescription"));
   // 0: every device type the drivers offer (the test driver reports a GPU).
-  const ze_result_t r = d.init(0);
+  const ze_result_t r = l.table.init(0);
   if (r != ZE_RESULT_SUCCESS) {
-    l.code = r;
-    l.why = "zeInit failed: " + d.describe(r) +
+    l.code = static_cast<long>(r);
+    l.why = "zeInit failed: " + l.table.describe(r) +
             (r == ZE_RESULT_ERROR_UNINITIALIZED ? " (no Level Zero driver found)" : "");
     return l;
   }
@@ -189,10 +167,15 @@ const char* result_name(ze_result_t r) noexcept {
   }
 }
 
-std::string driver::describe(ze_result_t r, ze_driver_handle_t drv) const {
+std::string driver::describe(long code) const {
+  const auto r = static_cast<ze_result_t>(code);
   char buf[128];
   std::snprintf(buf, sizeof buf, "%s (0x%x)", result_name(r), static_cast<unsigned>(r));
-  std::string s = buf;
+  return buf;
+}
+
+std::string driver::describe(ze_result_t r, ze_driver_handle_t drv) const {
+  std::string s = describe(static_cast<long>(r));
   const char* text = nullptr;
   if (drv != nullptr && driver_get_last_error_description != nullptr &&
       driver_get_last_error_description(drv, &text) == ZE_RESULT_SUCCESS && text != nullptr &&
@@ -204,24 +187,10 @@ std::string driver::describe(ze_result_t r, ze_driver_handle_t drv) const {
 }
 
 const driver* load(std::string* why, ze_result_t* code) noexcept {
-  // A function-local static, initialised once (thread-safe) and never destroyed: the table must
-  // stay usable during static destruction, when the last memory and events are released.
-  static const loaded* const l = [] {
-    try {
-      return new loaded(load_once());  // deliberate leak, see above
-    } catch (...) {
-      return static_cast<loaded*>(nullptr);
-    }
-  }();
-  if (l != nullptr && l->ok) return &l->table;
-  if (code != nullptr) *code = l != nullptr ? l->code : ZE_RESULT_SUCCESS;
-  if (why != nullptr) {
-    try {
-      *why = l != nullptr ? l->why : "out of memory while loading the loader";
-    } catch (...) {  // the caller only loses the reason
-    }
-  }
-  return nullptr;
+  long c = 0;
+  const auto* d = load_once<driver, load_driver>(why, &c, "the loader");
+  if (d == nullptr && code != nullptr) *code = static_cast<ze_result_t>(c);
+  return d;
 }
 
 }  // namespace streampool::detail::ze

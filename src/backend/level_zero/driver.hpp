@@ -16,11 +16,14 @@
 
 #include <string>
 
+#include "backend/common/check.hpp"
+
 namespace streampool::detail::ze {
 
 /// The loader functions the backend calls. Every pointer is non-null once `load` succeeded, except
-/// the ones marked optional.
-struct driver {
+/// the ones marked optional. The table also names the results for the checks and the teardown
+/// reports, without a driver's own words (driver_errors adds them, check.hpp).
+struct driver final : runtime_errors {
   decltype(&::zeInit) init;
   decltype(&::zeDriverGet) driver_get;
   decltype(&::zeDriverGetApiVersion) driver_get_api_version;
@@ -69,9 +72,12 @@ struct driver {
   /// null when the loader does not export it. Declared here because the 1.4 headers lack it.
   ze_result_t (*driver_get_last_error_description)(ze_driver_handle_t driver, const char** text);
 
-  /// "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)", plus the driver's description of its
-  /// last error when it has one.
-  [[nodiscard]] std::string describe(ze_result_t r, ze_driver_handle_t drv = nullptr) const;
+  [[nodiscard]] const char* backend() const noexcept override { return "level_zero"; }
+  /// "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)".
+  [[nodiscard]] std::string describe(long code) const override;
+  /// describe(r), plus driver `drv`'s description of its last error when it has one (`drv` may be
+  /// nullptr: none).
+  [[nodiscard]] std::string describe(ze_result_t r, ze_driver_handle_t drv) const;
 };
 
 /// The name of a ze_result_t of the 1.4 specification ("ZE_RESULT_<unknown>" otherwise).

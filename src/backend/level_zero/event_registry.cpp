@@ -16,7 +16,7 @@ constexpr std::uint32_t max_pool_capacity = 1024;
 }  // namespace
 
 event_registry::event_registry(const driver& d, ze_context_handle_t ctx, ze_driver_handle_t drv)
-    : d_(d), ctx_(ctx), drv_(drv) {}
+    : d_(d), ctx_(ctx), errors_(d, drv) {}
 
 event_registry::~event_registry() {
   for (auto& s : slots_) report_teardown_error(d_, d_.event_destroy(s->event), "zeEventDestroy");
@@ -50,7 +50,7 @@ event_slot* event_registry::create() {
                               ZE_EVENT_POOL_FLAG_HOST_VISIBLE, capacity};
     ze_event_pool_handle_t pool = nullptr;
     pools_.reserve(pools_.size() + 1);
-    check(d_, drv_, d_.event_pool_create(ctx_, &desc, 0, nullptr, &pool),
+    check(errors_, d_.event_pool_create(ctx_, &desc, 0, nullptr, &pool),
           "zeEventPoolCreate(%u events)", capacity);
     pools_.push_back(pool);
     pool_capacity_ = capacity;
@@ -62,7 +62,7 @@ event_slot* event_registry::create() {
   // host once it sees the event signalled. Wait scope host likewise for host writes before it.
   ze_event_desc_t desc{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, pool_used_, ZE_EVENT_SCOPE_FLAG_HOST,
                        ZE_EVENT_SCOPE_FLAG_HOST};
-  check(d_, drv_, d_.event_create(pools_.back(), &desc, &slot->event),
+  check(errors_, d_.event_create(pools_.back(), &desc, &slot->event),
         "zeEventCreate(index %u of a pool of %u)", pool_used_, pool_capacity_);
   ++pool_used_;
   slots_.push_back(std::move(slot));

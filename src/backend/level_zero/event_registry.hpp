@@ -9,12 +9,13 @@
 //   proof     an event signalled on a command list by a barrier appended *after* some waits: once
 //             it is signalled, the list has passed every wait appended before it. The backend
 //             groups each list's waits under the proof that follows them (a batch, see
-//             level_zero_backend.cpp); a batch holds a reference on its proof's slot.
+//             queue.hpp); a batch holds a reference on its proof's slot.
 //   idle      reset (zeEventHostReset) and ready to be signalled again.
 //   draining  released by everyone, but its signal may still be ahead in a command list: it is
 //             reset only once zeEventQueryStatus says it was signalled.
 //
-// The reuse rule (the origin report's runtime broke it; the test driver's detector checks it):
+// The reuse rule (why it matters: docs/backends.md, "Markers and the event-reuse rule"; the test
+// driver's detector checks it):
 //
 //   A slot is reset and handed out again only when
 //     (1) its marker was released (release_marker, or the end of an internal use), and
@@ -42,6 +43,7 @@
 #include <mutex>
 #include <vector>
 
+#include "check.hpp"
 #include "driver.hpp"
 
 namespace streampool::detail::ze {
@@ -87,7 +89,7 @@ class event_registry {
 
   const driver& d_;
   const ze_context_handle_t ctx_;
-  const ze_driver_handle_t drv_;
+  const driver_errors errors_;  // for check(): names drv's results
 
   std::mutex mu_;  // guards everything below and every slot's counts
   std::vector<ze_event_pool_handle_t> pools_;

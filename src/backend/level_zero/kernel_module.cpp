@@ -34,8 +34,9 @@ ze_module_handle_t create_kernel_module(const driver& d, ze_driver_handle_t drv,
   }
   if (r != ZE_RESULT_SUCCESS) {
     if (m != nullptr) report_teardown_error(d, d.module_destroy(m), "zeModuleDestroy");
-    check(d, drv, r, "zeModuleCreate(%zu bytes of SPIR-V%s) on device %d%s%s", spirv.size,
-          fp64 ? ", with fp64" : "", ordinal, text.empty() ? "" : "; build log:\n", text.c_str());
+    check(driver_errors(d, drv), r, "zeModuleCreate(%zu bytes of SPIR-V%s) on device %d%s%s",
+          spirv.size, fp64 ? ", with fp64" : "", ordinal, text.empty() ? "" : "; build log:\n",
+          text.c_str());
   }
   return m;
 }

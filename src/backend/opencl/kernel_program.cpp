@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "backend/common/check.hpp"
 #include "backend/opencl_c/kernel_source.hpp"
-#include "streampool/error.hpp"
 
 namespace streampool::detail::ocl {
 namespace {
@@ -37,7 +37,8 @@ kernel_program::kernel_program(const api& a, cl_context ctx, device_traits dev)
     : a_(a), ctx_(ctx), dev_(std::move(dev)) {}
 
 kernel_program::~kernel_program() {
-  if (program_ != nullptr) report_teardown_error(a_.release_program(program_), "clReleaseProgram");
+  if (program_ != nullptr)
+    report_teardown_error(a_, a_.release_program(program_), "clReleaseProgram");
 }
 
 cl_program kernel_program::get() {
@@ -54,13 +55,13 @@ kernel_shape kernel_program::shape() {
 
 void kernel_program::build_locked() {
   if (!failure_.empty())
-    throw backend_error(backend_error_kind::runtime, failure_, "opencl", failure_code_);
+    raise_backend_error(backend_error_kind::runtime, "opencl", failure_code_, failure_);
   const std::string_view text = opencl_c_kernel_source();
   const char* source = text.data();
   const std::size_t length = text.size();
   cl_int r = CL_SUCCESS;
   cl_program program = a_.create_program_with_source(ctx_, 1, &source, &length, &r);
-  check(r, "clCreateProgramWithSource(kernels.cl, %zu bytes) on device '%s'", length,
+  check(a_, r, "clCreateProgramWithSource(kernels.cl, %zu bytes) on device '%s'", length,
         dev_.name.c_str());
   std::string options = "-cl-std=CL1.2";
   if (dev_.fp64) options += " -DSP_FP64";
@@ -69,14 +70,12 @@ void kernel_program::build_locked() {
   if (r != CL_SUCCESS) {
     // Remembered, not retried: the source and the device do not change, and a second build would
     // cost as much and fail the same way.
-    failure_ = format(
-        "opencl: clBuildProgram(kernels.cl, '%s') on device '%s' failed: %s; build "
-        "log: %s",
-        options.c_str(), dev_.name.c_str(), describe(r).c_str(),
-        build_log(a_, program, dev_.id).c_str());
+    failure_ = format("clBuildProgram(kernels.cl, '%s') on device '%s' failed: %s; build log: %s",
+                      options.c_str(), dev_.name.c_str(), describe(r).c_str(),
+                      build_log(a_, program, dev_.id).c_str());
     failure_code_ = r;
-    report_teardown_error(a_.release_program(program), "clReleaseProgram");
-    throw backend_error(backend_error_kind::runtime, failure_, "opencl", r);
+    report_teardown_error(a_, a_.release_program(program), "clReleaseProgram");
+    raise_backend_error(backend_error_kind::runtime, "opencl", r, failure_);
   }
   // The group size every kernel accepts: kernels with barriers may allow less than the device. Max
   // groups of a map launch: enough to keep any device busy; more only adds scheduling.
@@ -88,25 +87,24 @@ void kernel_program::build_locked() {
         if (type == dtype::f64 && !dev_.fp64) continue;
         const char* name = kernel_name(static_cast<kernel_entry>(e), type);
         cl_kernel k = a_.create_kernel(program, name, &r);
-        check(r, "clCreateKernel(%s) on device '%s'", name, dev_.name.c_str());
+        check(a_, r, "clCreateKernel(%s) on device '%s'", name, dev_.name.c_str());
         std::size_t wg = 0;
         r = a_.get_kernel_work_group_info(k, dev_.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg,
                                           nullptr);
-        report_teardown_error(a_.release_kernel(k), "clReleaseKernel");
-        check(r, "clGetKernelWorkGroupInfo(%s, CL_KERNEL_WORK_GROUP_SIZE) on device '%s'", name,
+        report_teardown_error(a_, a_.release_kernel(k), "clReleaseKernel");
+        check(a_, r, "clGetKernelWorkGroupInfo(%s, CL_KERNEL_WORK_GROUP_SIZE) on device '%s'", name,
               dev_.name.c_str());
         limit = std::min(limit, wg);
       }
     }
     if (limit < 2) {
-      throw backend_error(backend_error_kind::runtime,
-                          format("opencl: device '%s' accepts work groups of %zu items; the "
-                                 "kernels need at least 2",
-                                 dev_.name.c_str(), limit),
-                          "opencl", CL_INVALID_WORK_GROUP_SIZE);
+      raise_backend_error(backend_error_kind::runtime, "opencl", CL_INVALID_WORK_GROUP_SIZE,
+                          format("device '%s' accepts work groups of %zu items; the kernels need "
+                                 "at least 2",
+                                 dev_.name.c_str(), limit));
     }
   } catch (...) {
-    report_teardown_error(a_.release_program(program), "clReleaseProgram");
+    report_teardown_error(a_, a_.release_program(program), "clReleaseProgram");
     throw;
   }
   shape_.group_size = std::bit_floor(limit);

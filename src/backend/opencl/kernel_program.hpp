@@ -9,9 +9,9 @@
 //   shape    the launch shape kernel_plan uses on this device: the group size is the largest power
 //            of two, at most 256, that the device and every kernel of the program accept.
 //
-// Building costs about a second on PoCL (less once its cache holds the binary), so it happens on
+// Building compiles the whole kernel set, which is slow next to any other call, so it happens on
 // the first kernel submitted, never in make_opencl_backend: programs that only allocate and copy
-// never pay it.
+// never pay for it.
 #pragma once
 
 #include <mutex>
@@ -58,7 +58,7 @@ class kernel_program {
   std::mutex mu_;                 // guards the fields below (the build)
   cl_program program_ = nullptr;  // non-null once built
   kernel_shape shape_{};
-  std::string failure_;  // non-empty once a build failed: the message every later call throws
+  std::string failure_;  // non-empty once a build failed: what every later call throws
   cl_int failure_code_ = CL_SUCCESS;
 };
 

@@ -1,75 +1,58 @@
 // streampool: loading the OpenCL API (see opencl_api.hpp).
 #include "opencl_api.hpp"
 
-#include <dlfcn.h>
-
-#include <cstdarg>
+#include <array>
 #include <cstdio>
 
-#include "streampool/error.hpp"
+#include "backend/common/dynamic_library.hpp"
 
 namespace streampool::detail::ocl {
 namespace {
 
-struct loaded {
-  api table{};
-  bool ok = false;
-  std::string why;
+// Every entry point is required: the backend needs OpenCL 2.0 (SVM), and a loader without one of
+// them is older.
+constexpr std::array api_symbols{
+    required_symbol<&api::get_platform_ids>("clGetPlatformIDs"),
+    required_symbol<&api::get_platform_info>("clGetPlatformInfo"),
+    required_symbol<&api::get_device_ids>("clGetDeviceIDs"),
+    required_symbol<&api::get_device_info>("clGetDeviceInfo"),
+    required_symbol<&api::create_context>("clCreateContext"),
+    required_symbol<&api::release_context>("clReleaseContext"),
+    required_symbol<&api::create_command_queue_with_properties>(
+        "clCreateCommandQueueWithProperties"),
+    required_symbol<&api::release_command_queue>("clReleaseCommandQueue"),
+    required_symbol<&api::flush>("clFlush"),
+    required_symbol<&api::finish>("clFinish"),
+    required_symbol<&api::svm_alloc>("clSVMAlloc"),
+    required_symbol<&api::svm_free>("clSVMFree"),
+    required_symbol<&api::enqueue_svm_free>("clEnqueueSVMFree"),
+    required_symbol<&api::enqueue_svm_memcpy>("clEnqueueSVMMemcpy"),
+    required_symbol<&api::enqueue_svm_mem_fill>("clEnqueueSVMMemFill"),
+    required_symbol<&api::enqueue_marker_with_wait_list>("clEnqueueMarkerWithWaitList"),
+    required_symbol<&api::enqueue_barrier_with_wait_list>("clEnqueueBarrierWithWaitList"),
+    required_symbol<&api::wait_for_events>("clWaitForEvents"),
+    required_symbol<&api::get_event_info>("clGetEventInfo"),
+    required_symbol<&api::release_event>("clReleaseEvent"),
+    required_symbol<&api::create_program_with_source>("clCreateProgramWithSource"),
+    required_symbol<&api::build_program>("clBuildProgram"),
+    required_symbol<&api::get_program_build_info>("clGetProgramBuildInfo"),
+    required_symbol<&api::release_program>("clReleaseProgram"),
+    required_symbol<&api::create_kernel>("clCreateKernel"),
+    required_symbol<&api::release_kernel>("clReleaseKernel"),
+    required_symbol<&api::set_kernel_arg>("clSetKernelArg"),
+    required_symbol<&api::set_kernel_arg_svm_pointer>("clSetKernelArgSVMPointer"),
+    required_symbol<&api::get_kernel_work_group_info>("clGetKernelWorkGroupInfo"),
+    required_symbol<&api::enqueue_nd_range_kernel>("clEnqueueNDRangeKernel"),
 };
 
-// Resolves `name` into `slot`; false (and a reason) when the symbol is missing.
-template <class Fn>
-bool resolve(void* lib, const char* name, Fn& slot, std::string& why) {
-  slot = reinterpret_cast<Fn>(dlsym(lib, name));
-  if (slot == nullptr) {
-    why = std::string("libOpenCL.so.1 has no symbol ") + name + " (an OpenCL 2.0 loader is needed)";
-    return false;
-  }
-  return true;
-}
-
-loaded load_once() {
-  loaded l;
-  // RTLD_LOCAL: a program that links libOpenCL itself gets the same library, loaded once.
-  void* lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    const char* e = dlerror();
-    l.why = std::string("dlopen(libOpenCL.so.1) failed: ") + (e != nullptr ? e : "unknown error");
+loaded_runtime<api> load_api() {
+  loaded_runtime<api> l;
+  if (!l.library.open("libOpenCL.so.1", l.why)) return l;
+  if (!bind_symbols(l.library, l.table, api_symbols, l.why)) {
+    l.why += " (an OpenCL 2.0 loader is needed)";
     return l;
   }
-  // Never dlclose: queues, events and memory may be released from static destructors, after any
-  // unload point we could choose.
-  api& a = l.table;
-  l.ok = resolve(lib, "clGetPlatformIDs", a.get_platform_ids, l.why) &&
-         resolve(lib, "clGetPlatformInfo", a.get_platform_info, l.why) &&
-         resolve(lib, "clGetDeviceIDs", a.get_device_ids, l.why) &&
-         resolve(lib, "clGetDeviceInfo", a.get_device_info, l.why) &&
-         resolve(lib, "clCreateContext", a.create_context, l.why) &&
-         resolve(lib, "clReleaseContext", a.release_context, l.why) &&
-         resolve(lib, "clCreateCommandQueueWithProperties", a.create_command_queue_with_properties,
-                 l.why) &&
-         resolve(lib, "clReleaseCommandQueue", a.release_command_queue, l.why) &&
-         resolve(lib, "clFlush", a.flush, l.why) && resolve(lib, "clFinish", a.finish, l.why) &&
-         resolve(lib, "clSVMAlloc", a.svm_alloc, l.why) &&
-         resolve(lib, "clSVMFree", a.svm_free, l.why) &&
-         resolve(lib, "clEnqueueSVMFree", a.enqueue_svm_free, l.why) &&
-         resolve(lib, "clEnqueueSVMMemcpy", a.enqueue_svm_memcpy, l.why) &&
-         resolve(lib, "clEnqueueSVMMemFill", a.enqueue_svm_mem_fill, l.why) &&
-         resolve(lib, "clEnqueueMarkerWithWaitList", a.enqueue_marker_with_wait_list, l.why) &&
-         resolve(lib, "clEnqueueBarrierWithWaitList", a.enqueue_barrier_with_wait_list, l.why) &&
-         resolve(lib, "clWaitForEvents", a.wait_for_events, l.why) &&
-         resolve(lib, "clGetEventInfo", a.get_event_info, l.why) &&
-         resolve(lib, "clReleaseEvent", a.release_event, l.why) &&
-         resolve(lib, "clCreateProgramWithSource", a.create_program_with_source, l.why) &&
-         resolve(lib, "clBuildProgram", a.build_program, l.why) &&
-         resolve(lib, "clGetProgramBuildInfo", a.get_program_build_info, l.why) &&
-         resolve(lib, "clReleaseProgram", a.release_program, l.why) &&
-         resolve(lib, "clCreateKernel", a.create_kernel, l.why) &&
-         resolve(lib, "clReleaseKernel", a.release_kernel, l.why) &&
-         resolve(lib, "clSetKernelArg", a.set_kernel_arg, l.why) &&
-         resolve(lib, "clSetKernelArgSVMPointer", a.set_kernel_arg_svm_pointer, l.why) &&
-         resolve(lib, "clGetKernelWorkGroupInfo", a.get_kernel_work_group_info, l.why) &&
-         resolve(lib, "clEnqueueNDRangeKernel", a.enqueue_nd_range_kernel, l.why);
+  l.ok = true;
   return l;
 }
 
@@ -213,48 +196,10 @@ std::string describe(cl_int code) {
   return buf;
 }
 
-void check(cl_int r, const char* call, ...) {
-  if (r == CL_SUCCESS) [[likely]]
-    return;
-  std::va_list args;
-  va_start(args, call);
-  std::string what;
-  try {
-    what = vformat(call, args);
-  } catch (...) {  // no memory for the message; va_end must still run in this function
-    va_end(args);
-    throw;
-  }
-  va_end(args);
-  throw backend_error(backend_error_kind::runtime, "opencl: " + what + " failed: " + describe(r),
-                      "opencl", r);
-}
-
-void report_teardown_error(cl_int r, const char* what) noexcept {
-  if (r == CL_SUCCESS) return;
-  const char* name = code_name(r);
-  std::fprintf(stderr, "streampool: opencl: %s failed: %s (%d)\n", what,
-               name != nullptr ? name : "cl error", r);
-}
+std::string api::describe(long code) const { return ocl::describe(static_cast<cl_int>(code)); }
 
 const api* load(std::string* why) noexcept {
-  // A function-local static: initialised once, thread-safe, and usable during static destruction
-  // (deliberately leaked, like the CUDA driver table).
-  static const loaded* const l = [] {
-    try {
-      return new loaded(load_once());
-    } catch (...) {
-      return static_cast<loaded*>(nullptr);
-    }
-  }();
-  if (l != nullptr && l->ok) return &l->table;
-  if (why != nullptr) {
-    try {
-      *why = l != nullptr ? l->why : "out of memory while loading libOpenCL.so.1";
-    } catch (...) {  // the caller only loses the reason
-    }
-  }
-  return nullptr;
+  return load_once<api, load_api>(why, nullptr, "libOpenCL.so.1");
 }
 
 }  // namespace streampool::detail::ocl

@@ -17,10 +17,13 @@
 
 #include <string>
 
+#include "backend/common/check.hpp"
+
 namespace streampool::detail::ocl {
 
-/// The OpenCL entry points the backend calls. Every pointer is non-null once `load` succeeded.
-struct api {
+/// The OpenCL entry points the backend calls. Every pointer is non-null once `load` succeeded. The
+/// table also names the API's results for the checks.
+struct api final : runtime_errors {
   decltype(&::clGetPlatformIDs) get_platform_ids;
   decltype(&::clGetPlatformInfo) get_platform_info;
   decltype(&::clGetDeviceIDs) get_device_ids;
@@ -51,19 +54,13 @@ struct api {
   decltype(&::clSetKernelArgSVMPointer) set_kernel_arg_svm_pointer;
   decltype(&::clGetKernelWorkGroupInfo) get_kernel_work_group_info;
   decltype(&::clEnqueueNDRangeKernel) enqueue_nd_range_kernel;
+
+  [[nodiscard]] const char* backend() const noexcept override { return "opencl"; }
+  [[nodiscard]] std::string describe(long code) const override;
 };
 
 /// "CL_OUT_OF_RESOURCES (-5)", or "cl error (-1234)" for a code the headers do not name.
 [[nodiscard]] std::string describe(cl_int code);
-
-/// The check of every OpenCL call: throws backend_error (kind runtime, the cl_int as native code)
-/// "opencl: <call> failed: <name> (<code>)" when `r` is not CL_SUCCESS; `call` is
-/// printf-formatted with the values only then.
-[[gnu::format(printf, 2, 3)]] void check(cl_int r, const char* call, ...);
-
-/// For teardown paths (noexcept operations, where there is no caller to throw to): a failure is
-/// reported once on stderr, "streampool: opencl: <what> failed: <name> (<code>)".
-void report_teardown_error(cl_int r, const char* what) noexcept;
 
 /// The process-wide api table, loaded on first call (thread-safe). nullptr when libOpenCL.so.1
 /// cannot be loaded or lacks an entry point (an OpenCL 1.x loader); then `*why` (if given) says

@@ -20,10 +20,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "backend/common/aligned_bases.hpp"
+#include "backend/common/check.hpp"
 #include "backend/opencl_c/kernel_plan.hpp"
 #include "kernel_program.hpp"
 #include "opencl_api.hpp"
@@ -34,6 +35,8 @@ namespace streampool {
 namespace {
 
 namespace ocl = detail::ocl;
+using detail::check;
+using detail::report_teardown_error;
 
 /// caps().granularity: the smallest the pool accepts. OpenCL has no large pages to align to, and
 /// with the segment path (no virtual memory) a coarser granule would only round small pools up.
@@ -41,7 +44,7 @@ constexpr std::size_t granularity = min_pool_granularity;
 
 /// "opencl: not available: <why>" / "opencl: no device ...": errors before a backend exists.
 [[noreturn]] void fail(backend_error_kind kind, const std::string& message, long code) {
-  throw backend_error(kind, "opencl: " + message, "opencl", code);
+  detail::raise_backend_error(kind, "opencl", code, message);
 }
 
 /// Every device of every platform, in the order of the ordinal (opencl.hpp).
@@ -51,8 +54,8 @@ std::vector<cl_device_id> all_devices(const ocl::api& a) {
   // The ICD loader reports "no platform" as CL_PLATFORM_NOT_FOUND_KHR (-1001): zero devices.
   if (r != CL_SUCCESS || platforms == 0) return {};
   std::vector<cl_platform_id> ids(platforms);
-  ocl::check(a.get_platform_ids(platforms, ids.data(), nullptr), "clGetPlatformIDs(%u platforms)",
-             platforms);
+  check(a, a.get_platform_ids(platforms, ids.data(), nullptr), "clGetPlatformIDs(%u platforms)",
+        platforms);
   std::vector<cl_device_id> devices;
   for (cl_uint p = 0; p < platforms; ++p) {
     cl_uint n = 0;
@@ -73,17 +76,17 @@ std::vector<cl_device_id> all_devices(const ocl::api& a) {
 template <class T>
 T device_info(const ocl::api& a, cl_device_id dev, cl_device_info what, const char* name) {
   T value{};
-  ocl::check(a.get_device_info(dev, what, sizeof value, &value, nullptr), "clGetDeviceInfo(%s)",
-             name);
+  check(a, a.get_device_info(dev, what, sizeof value, &value, nullptr), "clGetDeviceInfo(%s)",
+        name);
   return value;
 }
 
 std::string device_string(const ocl::api& a, cl_device_id dev, cl_device_info what,
                           const char* name) {
   std::size_t size = 0;
-  ocl::check(a.get_device_info(dev, what, 0, nullptr, &size), "clGetDeviceInfo(%s)", name);
+  check(a, a.get_device_info(dev, what, 0, nullptr, &size), "clGetDeviceInfo(%s)", name);
   std::string s(size, '\0');
-  ocl::check(a.get_device_info(dev, what, size, s.data(), nullptr), "clGetDeviceInfo(%s)", name);
+  check(a, a.get_device_info(dev, what, size, s.data(), nullptr), "clGetDeviceInfo(%s)", name);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
@@ -95,7 +98,7 @@ class context_holder {
   context_holder(const ocl::api& a, cl_context ctx) noexcept : a_(a), ctx_(ctx) {}
   context_holder(const context_holder&) = delete;
   context_holder& operator=(const context_holder&) = delete;
-  ~context_holder() { ocl::report_teardown_error(a_.release_context(ctx_), "clReleaseContext"); }
+  ~context_holder() { report_teardown_error(a_, a_.release_context(ctx_), "clReleaseContext"); }
   [[nodiscard]] cl_context get() const noexcept { return ctx_; }
 
  private:
@@ -120,8 +123,7 @@ class opencl_backend final : public backend {
   ~opencl_backend() override {
     // Every queue is gone (each stream holds the backend), and with them their work. What the
     // pool did not give back is freed here; the program and then the context follow (members).
-    std::lock_guard<std::mutex> lk(bases_mu_);
-    for (const auto& [aligned, base] : bases_) a_.svm_free(ctx_, base);  // leaked by the caller
+    bases_.release_all([&](void* base) { a_.svm_free(ctx_, base); });  // leaked by the caller
   }
 
   opencl_backend(const opencl_backend&) = delete;
@@ -141,10 +143,9 @@ class opencl_backend final : public backend {
     void* base = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes + granularity, 0);
     if (base == nullptr) return nullptr;
     const auto b = reinterpret_cast<std::uintptr_t>(base);
-    void* aligned = static_cast<char*>(base) + ((granularity - b % granularity) % granularity);
+    void* aligned = static_cast<char*>(base) + (detail::align_up(b, granularity) - b);
     try {
-      std::lock_guard<std::mutex> lk(bases_mu_);
-      bases_.emplace(aligned, base);
+      bases_.remember(aligned, base);
     } catch (...) {
       a_.svm_free(ctx_, base);
       throw;
@@ -154,19 +155,13 @@ class opencl_backend final : public backend {
   }
 
   void do_deallocate(void* p, std::size_t bytes) noexcept override {
-    void* base = nullptr;
-    {
-      std::lock_guard<std::mutex> lk(bases_mu_);
-      const auto it = bases_.find(p);
-      if (it == bases_.end()) {
-        std::fprintf(stderr,
-                     "streampool: opencl: deallocate(%p, %zu bytes): not an allocation of this "
-                     "backend\n",
-                     p, bytes);
-        return;
-      }
-      base = it->second;
-      bases_.erase(it);
+    void* base = bases_.take(p);
+    if (base == nullptr) {
+      std::fprintf(stderr,
+                   "streampool: opencl: deallocate(%p, %zu bytes): not an allocation of this "
+                   "backend\n",
+                   p, bytes);
+      return;
     }
     allocated_.fetch_sub(bytes, std::memory_order_relaxed);
     // The contract: no queued work still uses p, so the unordered clSVMFree is safe.
@@ -180,12 +175,12 @@ class opencl_backend final : public backend {
     // No properties: an in-order queue, without profiling.
     cl_command_queue q =
         a_.create_command_queue_with_properties(ctx_, program_.device().id, nullptr, &r);
-    ocl::check(r, "clCreateCommandQueueWithProperties on device %d ('%s')", ordinal_,
-               device_name_.c_str());
+    check(a_, r, "clCreateCommandQueueWithProperties on device %d ('%s')", ordinal_,
+          device_name_.c_str());
     try {
       return new ocl::opencl_queue(a_, q);
     } catch (...) {
-      ocl::report_teardown_error(a_.release_command_queue(q), "clReleaseCommandQueue");
+      report_teardown_error(a_, a_.release_command_queue(q), "clReleaseCommandQueue");
       throw;
     }
   }
@@ -197,13 +192,13 @@ class opencl_backend final : public backend {
       // The caller waited for the queue's last marker; clFinish also covers what was enqueued
       // without a marker after it (an old scratch buffer's clEnqueueSVMFree), so that nothing
       // below is freed while a command could still use it.
-      ocl::report_teardown_error(a_.finish(q->q), "clFinish (destroy_queue)");
+      report_teardown_error(a_, a_.finish(q->q), "clFinish (destroy_queue)");
       for (cl_kernel k : q->kernels)
-        if (k != nullptr) ocl::report_teardown_error(a_.release_kernel(k), "clReleaseKernel");
+        if (k != nullptr) report_teardown_error(a_, a_.release_kernel(k), "clReleaseKernel");
       if (q->scratch != nullptr) a_.svm_free(ctx_, q->scratch);
       q->staged.release_all();
     }
-    ocl::report_teardown_error(a_.release_command_queue(q->q), "clReleaseCommandQueue");
+    report_teardown_error(a_, a_.release_command_queue(q->q), "clReleaseCommandQueue");
     delete q;
   }
 
@@ -212,12 +207,12 @@ class opencl_backend final : public backend {
     std::lock_guard<std::mutex> lk(q->mu);
     q->staged.reap();
     cl_event e = nullptr;
-    ocl::check(a_.enqueue_marker_with_wait_list(q->q, 0, nullptr, &e),
-               "clEnqueueMarkerWithWaitList on device %d", ordinal_);
+    check(a_, a_.enqueue_marker_with_wait_list(q->q, 0, nullptr, &e),
+          "clEnqueueMarkerWithWaitList on device %d", ordinal_);
     const cl_int r = a_.flush(q->q);
     if (r != CL_SUCCESS) {
-      ocl::report_teardown_error(a_.release_event(e), "clReleaseEvent");
-      ocl::check(r, "clFlush (after a marker) on device %d", ordinal_);
+      report_teardown_error(a_, a_.release_event(e), "clReleaseEvent");
+      check(a_, r, "clFlush (after a marker) on device %d", ordinal_);
     }
     return e;
   }
@@ -225,15 +220,14 @@ class opencl_backend final : public backend {
   /// The marker's status; negative values are errors of the commands before it.
   cl_int status_of(cl_event e, const char* what) {
     cl_int status = CL_QUEUED;
-    ocl::check(
-        a_.get_event_info(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
-        "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) in %s on device %d", what, ordinal_);
+    check(a_,
+          a_.get_event_info(e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr),
+          "clGetEventInfo(CL_EVENT_COMMAND_EXECUTION_STATUS) in %s on device %d", what, ordinal_);
     if (status < 0) {
-      throw backend_error(
-          backend_error_kind::runtime,
-          detail::format("opencl: %s: marker %p on device %d failed: %s", what,
-                         static_cast<void*>(e), ordinal_, ocl::describe(status).c_str()),
-          "opencl", status);
+      detail::raise_backend_error(
+          backend_error_kind::runtime, "opencl", status,
+          detail::format("%s: marker %p on device %d failed: %s", what, static_cast<void*>(e),
+                         ordinal_, ocl::describe(status).c_str()));
     }
     return status;
   }
@@ -246,19 +240,19 @@ class opencl_backend final : public backend {
     auto e = static_cast<cl_event>(m);
     const cl_int r = a_.wait_for_events(1, &e);
     if (r == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) (void)status_of(e, "wait_host");
-    ocl::check(r, "clWaitForEvents(marker %p) on device %d", m, ordinal_);
+    check(a_, r, "clWaitForEvents(marker %p) on device %d", m, ordinal_);
   }
 
   void do_wait_device(native_queue nq, native_marker m) override {
     auto* q = static_cast<ocl::opencl_queue*>(nq);
     auto e = static_cast<cl_event>(m);
     std::lock_guard<std::mutex> lk(q->mu);
-    ocl::check(a_.enqueue_barrier_with_wait_list(q->q, 1, &e, nullptr),
-               "clEnqueueBarrierWithWaitList(marker %p) on device %d", m, ordinal_);
+    check(a_, a_.enqueue_barrier_with_wait_list(q->q, 1, &e, nullptr),
+          "clEnqueueBarrierWithWaitList(marker %p) on device %d", m, ordinal_);
   }
 
   void do_release_marker(native_marker m) noexcept override {
-    ocl::report_teardown_error(a_.release_event(static_cast<cl_event>(m)), "clReleaseEvent");
+    report_teardown_error(a_, a_.release_event(static_cast<cl_event>(m)), "clReleaseEvent");
   }
 
   // ---- commands
@@ -282,16 +276,16 @@ class opencl_backend final : public backend {
     if (c.src_is_host && c.dst_is_host) {
       // Host to host is ordered after the queue's earlier work (which may still be writing dst or
       // src) by draining the queue first; it is never on a fast path.
-      ocl::check(a_.finish(q.q), "clFinish (host-to-host copy of %zu bytes) on device %d", c.bytes,
-                 ordinal_);
+      check(a_, a_.finish(q.q), "clFinish (host-to-host copy of %zu bytes) on device %d", c.bytes,
+            ordinal_);
       std::memmove(c.dst, c.src, c.bytes);
       return;
     }
     if (c.src_is_host) return q.staged.upload(q.q, c.dst, c.src, c.bytes);
     // Device to device, or a download: the caller waits on a later marker before reading dst.
-    ocl::check(a_.enqueue_svm_memcpy(q.q, CL_FALSE, c.dst, c.src, c.bytes, 0, nullptr, nullptr),
-               "clEnqueueSVMMemcpy(dst=%p, src=%p, %zu bytes%s) on device %d", c.dst, c.src,
-               c.bytes, c.dst_is_host ? ", to host memory" : "", ordinal_);
+    check(a_, a_.enqueue_svm_memcpy(q.q, CL_FALSE, c.dst, c.src, c.bytes, 0, nullptr, nullptr),
+          "clEnqueueSVMMemcpy(dst=%p, src=%p, %zu bytes%s) on device %d", c.dst, c.src, c.bytes,
+          c.dst_is_host ? ", to host memory" : "", ordinal_);
   }
 
   void submit_fill(ocl::opencl_queue& q, const fill_command& f) {
@@ -336,9 +330,9 @@ class opencl_backend final : public backend {
   /// clEnqueueSVMMemFill of `bytes` at dst (aligned to `size`). Caller holds q.mu.
   void enqueue_fill(ocl::opencl_queue& q, void* dst, const unsigned char* pattern, std::size_t size,
                     std::size_t bytes, std::uint64_t as_given) {
-    ocl::check(a_.enqueue_svm_mem_fill(q.q, dst, pattern, size, bytes, 0, nullptr, nullptr),
-               "clEnqueueSVMMemFill(dst=%p, pattern 0x%llx of %zu bytes, %zu bytes) on device %d",
-               dst, static_cast<unsigned long long>(as_given), size, bytes, ordinal_);
+    check(a_, a_.enqueue_svm_mem_fill(q.q, dst, pattern, size, bytes, 0, nullptr, nullptr),
+          "clEnqueueSVMMemFill(dst=%p, pattern 0x%llx of %zu bytes, %zu bytes) on device %d", dst,
+          static_cast<unsigned long long>(as_given), size, bytes, ordinal_);
   }
 
   /// `k` passed backend::submit's checks: a combination kernel.hpp defines, with its operands.
@@ -346,12 +340,10 @@ class opencl_backend final : public backend {
     // Nothing to do for an empty map or scan; a reduction of nothing still writes the identity.
     if (k.n == 0 && k.kind != kernel_kind::reduce) return;
     if (k.type == dtype::f64 && !fp64_) {
-      throw backend_error(
-          backend_error_kind::runtime,
-          detail::format("opencl: %s kernel (op %s, dtype f64, n=%zu): device %d "
-                         "('%s') has no cl_khr_fp64",
-                         kind_name(k.kind), op_name(k.fn), k.n, ordinal_, device_name_.c_str()),
-          "opencl", CL_INVALID_KERNEL_NAME);
+      detail::raise_backend_error(
+          backend_error_kind::runtime, "opencl", CL_INVALID_KERNEL_NAME,
+          detail::format("%s kernel (op %s, dtype f64, n=%zu): device %d ('%s') has no cl_khr_fp64",
+                         kind_name(k.kind), op_name(k.fn), k.n, ordinal_, device_name_.c_str()));
     }
     const cl_program program = program_.get();  // builds it on the first kernel
     const detail::kernel_shape shape = program_.shape();
@@ -367,11 +359,10 @@ class opencl_backend final : public backend {
     const std::size_t bytes = std::max(need, 2 * q.scratch_bytes);
     void* p = a_.svm_alloc(ctx_, CL_MEM_READ_WRITE, bytes, 0);
     if (p == nullptr) {
-      throw backend_error(backend_error_kind::runtime,
-                          detail::format("opencl: clSVMAlloc(%zu bytes of kernel scratch) on "
-                                         "device %d returned null (out of memory)",
-                                         bytes, ordinal_),
-                          "opencl", CL_OUT_OF_RESOURCES);
+      detail::raise_backend_error(backend_error_kind::runtime, "opencl", CL_OUT_OF_RESOURCES,
+                                  detail::format("clSVMAlloc(%zu bytes of kernel scratch) on "
+                                                 "device %d returned null (out of memory)",
+                                                 bytes, ordinal_));
     }
     if (q.scratch != nullptr) {
       // In queue order: launches enqueued before still use the old buffer.
@@ -379,7 +370,7 @@ class opencl_backend final : public backend {
           a_.enqueue_svm_free(q.q, 1, &q.scratch, nullptr, nullptr, 0, nullptr, nullptr);
       if (r != CL_SUCCESS) {
         a_.svm_free(ctx_, p);
-        ocl::check(r, "clEnqueueSVMFree(old kernel scratch %p) on device %d", q.scratch, ordinal_);
+        check(a_, r, "clEnqueueSVMFree(old kernel scratch %p) on device %d", q.scratch, ordinal_);
       }
     }
     q.scratch = p;
@@ -393,7 +384,7 @@ class opencl_backend final : public backend {
     if (k == nullptr) {
       cl_int r = CL_SUCCESS;
       k = a_.create_kernel(program, l.name(), &r);
-      ocl::check(r, "clCreateKernel(%s) on device %d", l.name(), ordinal_);
+      check(a_, r, "clCreateKernel(%s) on device %d", l.name(), ordinal_);
     }
     return k;
   }
@@ -421,16 +412,16 @@ class opencl_backend final : public backend {
           r = a_.set_kernel_arg(kernel, index, arg.size, nullptr);
           break;
       }
-      ocl::check(r, "clSetKernelArg(%s, argument %zu) for a %s kernel (op %s, n=%zu) on device %d",
-                 l.name(), i, kind_name(k.kind), op_name(k.fn), k.n, ordinal_);
+      check(a_, r, "clSetKernelArg(%s, argument %zu) for a %s kernel (op %s, n=%zu) on device %d",
+            l.name(), i, kind_name(k.kind), op_name(k.fn), k.n, ordinal_);
     }
     const std::size_t global = l.groups * l.group_size;
     const std::size_t local = l.group_size;
-    ocl::check(
-        a_.enqueue_nd_range_kernel(q.q, kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr),
-        "clEnqueueNDRangeKernel(%s, %zu groups of %zu) for a %s kernel (op %s, n=%zu) on "
-        "device %d",
-        l.name(), l.groups, l.group_size, kind_name(k.kind), op_name(k.fn), k.n, ordinal_);
+    check(a_,
+          a_.enqueue_nd_range_kernel(q.q, kernel, 1, nullptr, &global, &local, 0, nullptr, nullptr),
+          "clEnqueueNDRangeKernel(%s, %zu groups of %zu) for a %s kernel (op %s, n=%zu) on "
+          "device %d",
+          l.name(), l.groups, l.group_size, kind_name(k.kind), op_name(k.fn), k.n, ordinal_);
   }
 
   const ocl::api& a_;
@@ -441,9 +432,8 @@ class opencl_backend final : public backend {
   const bool fp64_;
   ocl::kernel_program program_;  // built on the first kernel submitted
 
-  std::atomic<std::size_t> allocated_{0};   // bytes between allocate and deallocate
-  std::mutex bases_mu_;                     // guards bases_
-  std::unordered_map<void*, void*> bases_;  // aligned segment -> clSVMAlloc base
+  std::atomic<std::size_t> allocated_{0};  // bytes between allocate and deallocate
+  detail::aligned_bases bases_;            // every segment: aligned -> clSVMAlloc's base
 };
 
 const ocl::api& api_or_throw() {
@@ -505,12 +495,12 @@ std::shared_ptr<backend> make_opencl_backend(int ordinal) {
       device_info<cl_ulong>(a, dev, CL_DEVICE_GLOBAL_MEM_SIZE, "CL_DEVICE_GLOBAL_MEM_SIZE");
   cl_int cr = CL_SUCCESS;
   cl_context ctx = a.create_context(nullptr, 1, &dev, nullptr, nullptr, &cr);
-  ocl::check(cr, "clCreateContext(device %d '%s')", ordinal, traits.name.c_str());
+  check(a, cr, "clCreateContext(device %d '%s')", ordinal, traits.name.c_str());
   std::unique_ptr<context_holder> holder;
   try {
     holder = std::make_unique<context_holder>(a, ctx);
   } catch (...) {
-    ocl::report_teardown_error(a.release_context(ctx), "clReleaseContext");
+    report_teardown_error(a, a.release_context(ctx), "clReleaseContext");
     throw;
   }
   return std::make_shared<opencl_backend>(a, ordinal, std::move(holder), std::move(traits),

@@ -34,41 +34,21 @@ std::uint64_t bits_of(T v) {
   return b;
 }
 
-template <class T>
-std::uint64_t identity_bits_of(op fn) {
-  switch (fn) {
-    case op::mul:
-      return bits_of(T{1});
-    case op::min:
-      if constexpr (std::is_floating_point_v<T>)
-        return bits_of(std::numeric_limits<T>::infinity());
-      else
-        return bits_of(std::numeric_limits<T>::max());
-    case op::max:
-      if constexpr (std::is_floating_point_v<T>)
-        return bits_of(-std::numeric_limits<T>::infinity());
-      else
-        return bits_of(std::numeric_limits<T>::lowest());
-    default:  // add (backend::submit admits only folds here)
-      return bits_of(T{0});
-  }
-}
-
 /// id(op) of kernels.cl as the scalar argument's bytes.
 std::uint64_t identity_bits(op fn, dtype t) {
   switch (t) {
     case dtype::f32:
-      return identity_bits_of<float>(fn);
+      return bits_of(fold_identity<float>(fn));
     case dtype::f64:
-      return identity_bits_of<double>(fn);
+      return bits_of(fold_identity<double>(fn));
     case dtype::i32:
-      return identity_bits_of<std::int32_t>(fn);
+      return bits_of(fold_identity<std::int32_t>(fn));
     case dtype::i64:
-      return identity_bits_of<std::int64_t>(fn);
+      return bits_of(fold_identity<std::int64_t>(fn));
     case dtype::u32:
-      return identity_bits_of<std::uint32_t>(fn);
+      return bits_of(fold_identity<std::uint32_t>(fn));
     case dtype::u64:
-      return identity_bits_of<std::uint64_t>(fn);
+      return bits_of(fold_identity<std::uint64_t>(fn));
   }
   return 0;
 }
