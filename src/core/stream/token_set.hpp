@@ -1,4 +1,5 @@
-// streampool: the token set, what one piece of free memory waits for (docs/design.md, "The model: timelines and tokens").
+// streampool: the token set, what one piece of free memory waits for (docs/design.md, "The
+// model: timelines and tokens").
 //
 // Invariant: at most one token per timeline, the latest point of that timeline that the memory
 // must wait for; a complete token may be dropped at any time (a set never needs to hold one).
