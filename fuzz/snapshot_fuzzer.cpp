@@ -1,4 +1,4 @@
-// libFuzzer target over the snapshot reader, snapshot_from_json (src/report/snapshot_json.cpp;
+// libFuzzer target over the snapshot reader, snapshot_from_json (src/snapshot/snapshot_json.cpp;
 // docs/memory-picture.md, "Snapshots"; docs/testing.md, "Fuzzing"; issue 45).
 //
 // The first input byte picks the text: even, the rest of the input is the document itself; odd,
@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "report/json.hpp"  // utf8_length
+#include "snapshot/json.hpp"  // utf8_length
 #include "streampool/report.hpp"
 #include "streampool/streampool.hpp"
 

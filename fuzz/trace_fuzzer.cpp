@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/json.hpp"  // utf8_length
+#include "snapshot/json.hpp"  // utf8_length
 #include "trace.hpp"
 
 namespace {

@@ -127,20 +127,25 @@ run_python() {
   "${SP_PYTHON}" -m venv "${work}/venv2" || { python_failed "python3 -m venv"; return; }
   "${clean[@]}" "${work}/venv2/bin/pip" install "${wheel}" ||
     { python_failed "pip install $(basename "${wheel}")"; return; }
-  # The wheel holds the library once, as a plain file, and py.typed; installed, it allocates.
+  # The wheel holds each library once (the allocator and the memory picture's), as plain files,
+  # and py.typed; installed, it allocates and draws a pool's picture.
   (cd "${work}" && "${clean[@]}" "${work}/venv2/bin/python" -c '
 import os, sys, zipfile
 import streampool as sp
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 libs = [n for n in names if "libstreampool" in n]
-assert libs == ["streampool/libstreampool.so"], libs
+assert libs == ["streampool/libstreampool.so", "streampool/libstreampool_report.so"], libs
 assert "streampool/py.typed" in names, names
 assert os.path.dirname(sp._capi.lib._name) == os.path.dirname(sp.__file__), sp._capi.lib._name
 d = sp.Device.host()
 a = sp.Array(4, "f", device=d)
 a.fill(1.0)
 assert a.tolist() == [1.0] * 4, a.tolist()
-print(os.path.basename(sys.argv[1]), "installed:", sp.__file__, "Array(4).fill(1.0):", a.tolist())
+import streampool.report
+page = streampool.report.html(d.default_pool().snapshot())
+assert page.startswith("<!DOCTYPE html>"), page[:40]
+print(os.path.basename(sys.argv[1]), "installed:", sp.__file__, "Array(4).fill(1.0):", a.tolist(),
+      "picture:", len(page), "bytes")
 ' "${wheel}") || { python_failed "the wheel in a second venv"; return; }
 
   rm -rf "${work}"

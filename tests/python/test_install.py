@@ -47,19 +47,24 @@ class InstalledPackage(unittest.TestCase):
     def test_the_library_lies_in_the_package_folder(self):
         loaded = self.sp._capi.lib._name
         self.assertEqual(os.path.dirname(real(loaded)), self.package_dir, loaded)
-        # One file, no links: a wheel keeps none (CMakeLists.txt, SKBUILD).
+        # One file each, no links: a wheel keeps none (CMakeLists.txt, SKBUILD). The memory
+        # picture's library lies beside the allocator's, and is the one the package loads.
         files = sorted(os.path.basename(p)
                        for p in glob.glob(os.path.join(self.package_dir, "libstreampool*")))
-        self.assertEqual(files, ["libstreampool.so"])
+        self.assertEqual(files, ["libstreampool.so", "libstreampool_report.so"])
         self.assertFalse(os.path.islink(loaded), loaded)
+        report = self.sp._capi.report_lib()._name
+        self.assertEqual(os.path.dirname(real(report)), self.package_dir, report)
 
     def test_the_native_torch_allocators_sources_are_shipped(self):
-        # python/streampool/_torch_native.py builds them on first use; _SOURCES and _HEADERS name
-        # what it needs beside streampool.h.
+        # python/streampool/_torch_native.py builds them on first use: every source and header of
+        # src/torch/, with streampool.h and the header it includes beside it.
         from streampool import _torch_native
 
         folder = os.path.join(self.package_dir, "_torch_native")
-        for name in _torch_native._SOURCES + _torch_native._HEADERS + ("streampool.h",):
+        names = [os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "src", "torch", "*.?pp"))]
+        self.assertIn(_torch_native._MAIN, names)
+        for name in names + ["streampool.h", os.path.join("streampool", "limits.h")]:
             self.assertTrue(os.path.isfile(os.path.join(folder, name)), f"no {name} in {folder}")
         self.assertEqual(_torch_native._source_dirs(), (folder, folder))
 
