@@ -202,9 +202,12 @@ _report_signatures = {
 }
 
 
+_every_signature = {**_signatures, **_report_signatures}
+
+
 def _declare(library, name):
     f = getattr(library, name)
-    f.restype, f.argtypes = {**_signatures, **_report_signatures}[name]
+    f.restype, f.argtypes = _every_signature[name]
     return f
 
 
