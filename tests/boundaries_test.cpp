@@ -88,6 +88,15 @@ TEST(MemoryLimit, TheEnvironmentsLimitIsNamedWhenItIsRefused) {
   EXPECT_NE(m.find("STREAMPOOL_MEMORY_LIMIT"), std::string::npos) << m;
 }
 
+TEST(Environment, ABadBiasedLocksSwitchIsRefusedWhenADeviceIsMade) {
+  // The locks read it in noexcept code; the device is where the value can still be refused.
+  ASSERT_EQ(setenv("STREAMPOOL_BIASED_LOCKS", "maybe", 1), 0);
+  const std::string m = message_of([] { sp::device d(sp::make_host_backend({})); });
+  unsetenv("STREAMPOOL_BIASED_LOCKS");
+  EXPECT_NE(m.find("STREAMPOOL_BIASED_LOCKS=\"maybe\""), std::string::npos) << m;
+  EXPECT_NO_THROW(sp::device(sp::make_host_backend({})));
+}
+
 // ---- out of memory ---------------------------------------------------------------------------
 
 TEST(OutOfMemory, TheMessageNamesTheRequestAndTheRoundedBlock) {

@@ -94,7 +94,9 @@ inline bool register_for_membarrier() noexcept {
     bool wanted = true;
     try {
       wanted = environment::flag(environment::variable::biased_locks, true);
-    } catch (const std::exception& e) {  // noexcept here: say so, keep the default
+    } catch (const std::exception& e) {
+      // noexcept here: say so, keep the default. (A device refuses a bad value when it is made,
+      // device.cpp; this is for a value set after that.)
       std::fprintf(stderr, "%s; the stream caches' locks stay biased\n", e.what());
     }
     return wanted && register_for_membarrier();
