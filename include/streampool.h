@@ -188,6 +188,17 @@ SP_API sp_status_t sp_device_id(sp_device_t device, uint64_t* id);
 /** The backend's name ("host", "cuda", "opencl", "level_zero"); valid while the device's state
  * lives. */
 SP_API sp_status_t sp_device_backend_name(sp_device_t device, const char** name);
+/** Backends by kind (streampool/backend.hpp, backend_kind): tell a backend by this, not by its
+ *  name. */
+typedef enum sp_backend_kind_e {
+  SP_BACKEND_OTHER = 0, /**< a program's own backend (a test's) */
+  SP_BACKEND_HOST = 1,
+  SP_BACKEND_CUDA = 2,
+  SP_BACKEND_OPENCL = 3,
+  SP_BACKEND_LEVEL_ZERO = 4
+} sp_backend_kind_t;
+/** The device's backend kind. */
+SP_API sp_status_t sp_device_backend_kind(sp_device_t device, sp_backend_kind_t* kind);
 /** A stream capture (CUDA graphs) begins or ends on the device (backend::begin_capture): while
  *  one is under way, the device's pools ask the driver nothing about completion, wait for
  *  nothing, give no memory back and grow instead (CUDA's global capture mode fails a capture

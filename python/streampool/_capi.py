@@ -144,6 +144,7 @@ _signatures = {
     "sp_device_destroy": (status, [c_ptr]),
     "sp_device_id": (status, [c_ptr, _P(c_u64)]),
     "sp_device_backend_name": (status, [c_ptr, _P(ctypes.c_char_p)]),
+    "sp_device_backend_kind": (status, [c_ptr, _P(ctypes.c_int)]),
     "sp_device_violation_count": (status, [c_ptr, _P(c_size)]),
     "sp_device_violation_message": (status, [c_ptr, c_size, _P(ctypes.c_char_p)]),
     "sp_device_upstream_bytes": (status, [c_ptr, _P(c_size)]),

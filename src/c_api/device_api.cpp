@@ -179,6 +179,21 @@ sp_status_t sp_device_backend_name(sp_device_t device, const char** name) {
   });
 }
 
+static_assert(static_cast<int>(streampool::backend_kind::other) == SP_BACKEND_OTHER &&
+                  static_cast<int>(streampool::backend_kind::host) == SP_BACKEND_HOST &&
+                  static_cast<int>(streampool::backend_kind::cuda) == SP_BACKEND_CUDA &&
+                  static_cast<int>(streampool::backend_kind::opencl) == SP_BACKEND_OPENCL &&
+                  static_cast<int>(streampool::backend_kind::level_zero) == SP_BACKEND_LEVEL_ZERO,
+              "sp_backend_kind_t follows streampool::backend_kind");
+
+sp_status_t sp_device_backend_kind(sp_device_t device, sp_backend_kind_t* kind) {
+  return guarded(__func__, [&](const char* entry) {
+    const auto d = device_of(device, entry);
+    require(kind, entry, "kind (the output)");
+    *kind = static_cast<sp_backend_kind_t>(d->dev.get_backend().kind());
+  });
+}
+
 sp_status_t sp_device_begin_capture(sp_device_t device) {
   return guarded(__func__, [&](const char* entry) {
     device_of(device, entry)->dev.get_backend().begin_capture();

@@ -9,7 +9,6 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
-#include <cstring>
 
 #include "check.hpp"
 
@@ -17,16 +16,15 @@ namespace streampool::torch_native {
 namespace {
 
 /// Whether the plug-in's pools run on the host backend. Asked once, and only where CUDA names no
-/// device: asking makes the plug-in's pool of device 0. The C ABI tells a backend by its name,
-/// whose values streampool.h lists (sp_device_backend_name): "host" is the host backend's.
+/// device: asking makes the plug-in's pool of device 0.
 bool plugin_on_host() {
   static const bool on_host = [] {
     try {
       sp_device_t dev = nullptr;
       if (sp_pool_get_device(pool_of(0), &dev) != STREAMPOOL_STATUS_SUCCESS) return false;
-      const char* name = nullptr;
-      const bool host = sp_device_backend_name(dev, &name) == STREAMPOOL_STATUS_SUCCESS &&
-                        std::strcmp(name, "host") == 0;
+      sp_backend_kind_t kind = SP_BACKEND_OTHER;
+      const bool host = sp_device_backend_kind(dev, &kind) == STREAMPOOL_STATUS_SUCCESS &&
+                        kind == SP_BACKEND_HOST;
       (void)sp_device_destroy(dev);
       return host;
     } catch (const c10::Error&) {

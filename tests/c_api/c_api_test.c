@@ -125,9 +125,11 @@ static void test_errors(void) {
       const char* name;
       create_fn create;
       count_fn count;
-    } runtimes[] = {{"cuda", sp_device_create_cuda, sp_cuda_device_count},
-                    {"opencl", sp_device_create_opencl, sp_opencl_device_count},
-                    {"level_zero", sp_device_create_level_zero, sp_level_zero_device_count}};
+      sp_backend_kind_t kind;
+    } runtimes[] = {{"cuda", sp_device_create_cuda, sp_cuda_device_count, SP_BACKEND_CUDA},
+                    {"opencl", sp_device_create_opencl, sp_opencl_device_count, SP_BACKEND_OPENCL},
+                    {"level_zero", sp_device_create_level_zero, sp_level_zero_device_count,
+                     SP_BACKEND_LEVEL_ZERO}};
     for (size_t i = 0; i < sizeof runtimes / sizeof runtimes[0]; ++i) {
       sp_device_t gpu = NULL;
       int n = -1;
@@ -137,8 +139,11 @@ static void test_errors(void) {
       if (st == STREAMPOOL_STATUS_SUCCESS) {
         const char* name = NULL;
         CHECK(n >= 1);
+        sp_backend_kind_t kind = SP_BACKEND_OTHER;
         OK(sp_device_backend_name(gpu, &name));
         CHECK(strcmp(name, runtimes[i].name) == 0);
+        OK(sp_device_backend_kind(gpu, &kind));
+        CHECK(kind == runtimes[i].kind);
         OK(sp_device_destroy(gpu));
       } else {
         CHECK(n == 0);
@@ -384,6 +389,13 @@ static void test_pool_get_device(void) {
   CHECK(id == want);
   OK(sp_device_backend_name(got, &name));
   CHECK(name != NULL && strcmp(name, "host") == 0);
+  {
+    sp_backend_kind_t kind = SP_BACKEND_OTHER;
+    OK(sp_device_backend_kind(got, &kind));
+    CHECK(kind == SP_BACKEND_HOST);
+    REFUSED(sp_device_backend_kind(got, NULL), "sp_device_backend_kind",
+            "kind (the output) is NULL", NULL);
+  }
   /* The first handle dropped, the new one still works: a stream of it allocates from p. */
   OK(sp_device_destroy(d));
   OK(sp_stream_create(got, &s));
