@@ -201,10 +201,10 @@ class Array(_Handle):
     # ---- interop: DLPack and the CUDA array interface (docs/python.md, "Interop") ----------
 
     def _dl_device(self, what):
-        backend = self.device._backend if self.device is not None else None
-        if backend == "host":
+        kind = self.device._kind if self.device is not None else None
+        if kind == _capi.BACKEND_HOST:
             return (_dlpack.CPU, 0)
-        if backend == "cuda":
+        if kind == _capi.BACKEND_CUDA:
             return (_dlpack.CUDA, self.device._ordinal)
         raise BufferError(f"{what}: {self!r} is on "
                           f"{self.device._describe() if self.device else 'no device'}: DLPack "
@@ -278,7 +278,7 @@ class Array(_Handle):
         """The CUDA array interface, version 3, on a CUDA device (AttributeError elsewhere). Its
         ``stream`` is this thread's default stream, ordered after every write streampool knows
         of: the consumer waits for it. What the consumer then does is its own to order."""
-        if self.device is None or self.device._backend != "cuda":
+        if self.device is None or self.device._kind != _capi.BACKEND_CUDA:
             raise AttributeError("__cuda_array_interface__: only on a CUDA device; "
                                  f"{self!r} is on "
                                  f"{self.device._describe() if self.device else 'no device'}")
@@ -315,16 +315,17 @@ class Array(_Handle):
         if kind == _dlpack.CUDA:
             if device is None:
                 device = _import_device(ordinal)
-            wanted = ("cuda", ordinal)
+            wanted = (_capi.BACKEND_CUDA, ordinal, "cuda")
         else:
             if device is None:
                 raise _invalid("Array.from_dlpack: host memory: pass device=Device.host(...)")
-            wanted = ("host", 0)
+            wanted = (_capi.BACKEND_HOST, 0, "host")
         _instance(device, Device, "Array.from_dlpack: device")
         with _Using("Array.from_dlpack", device):
-            if (device._backend, device._ordinal if device._backend == "cuda" else 0) != wanted:
+            cuda = device._kind == _capi.BACKEND_CUDA
+            if (device._kind, device._ordinal if cuda else 0) != wanted[:2]:
                 raise _invalid(f"Array.from_dlpack: {type(obj).__name__} is on "
-                               f"{wanted[0]} device {wanted[1]}, not on {device._describe()}")
+                               f"{wanted[2]} device {wanted[1]}, not on {device._describe()}")
             stream = _stream_for(stream, device, "Array.from_dlpack")
             with _Using("Array.from_dlpack", stream):
                 capsule = _take_capsule(obj, stream.native if kind == _dlpack.CUDA else None,

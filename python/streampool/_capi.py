@@ -33,6 +33,13 @@ NOT_AVAILABLE = 3
 BACKEND_ERROR = 4
 INTERNAL = 5
 
+# sp_backend_kind_t: a device's backend by kind (sp_device_backend_kind), not by its name.
+BACKEND_OTHER = 0
+BACKEND_HOST = 1
+BACKEND_CUDA = 2
+BACKEND_OPENCL = 3
+BACKEND_LEVEL_ZERO = 4
+
 
 def _candidates():
     """Library paths to try, in order: $STREAMPOOL_LIBRARY alone when set; else the library in

@@ -48,10 +48,12 @@ class Device(_Handle):
         self._own(_destroy_device, handle)
         self._locals = threading.local()  # this thread's default Stream
         # Asked once, while the handle is live, so that a message about a closed device names it.
-        v, s = ctypes.c_uint64(), ctypes.c_char_p()
+        # The kind decides (DLPack, the CUDA array interface); the name is for messages.
+        v, s, k = ctypes.c_uint64(), ctypes.c_char_p(), ctypes.c_int()
         _check(_lib.sp_device_id(handle, ctypes.byref(v)))
         _check(_lib.sp_device_backend_name(handle, ctypes.byref(s)))
-        self._id, self._backend = v.value, (s.value or b"").decode()
+        _check(_lib.sp_device_backend_kind(handle, ctypes.byref(k)))
+        self._id, self._backend, self._kind = v.value, (s.value or b"").decode(), k.value
 
     @classmethod
     def host(cls, checking: bool = False, max_delay_us: int = 0, seed: int = 1,

@@ -307,10 +307,17 @@ class OtherBackends(unittest.TestCase):
             make(count)  # one past the last
         device = make(0)
         self.assertEqual(device.backend, name)
+        # The kind the binding decides by (DLPack, the CUDA array interface) is the name's.
+        self.assertEqual(device._kind, getattr(sp._capi, f"BACKEND_{name.upper()}"))
         pool = sp.Pool(device, memory_limit=2 << 20)
         origin_rounds(self, device, pool, rounds=3, n=200)
         st = pool.statistics()
         self.assertGreater(st["ready_reuses"] + st["waited_reuses"], 0)
+
+    def test_the_host_device_is_of_the_host_kind(self):
+        device = sp.Device.host()
+        self.assertEqual(device.backend, "host")
+        self.assertEqual(device._kind, sp._capi.BACKEND_HOST)
 
     def test_opencl(self):
         # CI installs PoCL and sets this (STREAMPOOL_REQUIRE_OPENCL): a skip would hide a break.

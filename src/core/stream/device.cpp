@@ -5,7 +5,7 @@
 #include "core/pool/pool_state.hpp"
 #include "core/stream/access.hpp"
 #include "core/stream/device_state.hpp"
-#include "core/support/environment.hpp"
+#include "core/support/biased_lock.hpp"
 #include "streampool/host.hpp"
 #include "streampool/pool.hpp"
 
@@ -21,8 +21,8 @@ device_state::device_state(std::shared_ptr<backend> b)
 device::device(std::shared_ptr<backend> b) {
   STREAMPOOL_EXPECTS(b != nullptr, "device: null backend");
   // Parsed here, where a bad value can be refused: the locks that obey it read it in noexcept
-  // code (biased_lock.hpp, asymmetric_fences_available), after a device exists.
-  (void)detail::environment::flag(detail::environment::variable::biased_locks, true);
+  // code (biased_lock.hpp), after a device exists.
+  (void)detail::biased_locks_wanted();
   state_ = std::make_shared<detail::device_state>(std::move(b));
   id_ = state_->id;
 }

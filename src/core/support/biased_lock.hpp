@@ -85,6 +85,13 @@ inline bool register_for_membarrier() noexcept {
 }
 #endif
 
+/// STREAMPOOL_BIASED_LOCKS (default on); throws logic_error naming a bad value. A device calls it
+/// when it is made (device.cpp), where the error can reach the caller; the locks read it in
+/// noexcept code below.
+[[nodiscard]] inline bool biased_locks_wanted() {
+  return environment::flag(environment::variable::biased_locks, true);
+}
+
 /// Whether the heavy fence works here (registers the process for it at the first call).
 /// STREAMPOOL_BIASED_LOCKS=0 says no: every stream cache is then a plain spinlock (the tests run
 /// both ways, and a user on a kernel that misbehaves has a way out).
@@ -93,7 +100,7 @@ inline bool register_for_membarrier() noexcept {
   static const bool available = [] {
     bool wanted = true;
     try {
-      wanted = environment::flag(environment::variable::biased_locks, true);
+      wanted = biased_locks_wanted();
     } catch (const std::exception& e) {
       // noexcept here: say so, keep the default. (A device refuses a bad value when it is made,
       // device.cpp; this is for a value set after that.)
