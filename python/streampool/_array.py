@@ -48,6 +48,17 @@ _typestrs = {c: ("|" if n == 1 else "<") + ("f" if c in "fd" else "u" if c.isupp
              + str(n) for c, n in _itemsizes.items()}
 
 
+def _dlpack_device(device):
+    """The DLPack device (type, ordinal) of a streampool device, by its backend's kind; None for
+    a backend DLPack has no type for here (or no device)."""
+    kind = device._kind if device is not None else None
+    if kind == _capi.BACKEND_HOST:
+        return (_dlpack.CPU, 0)
+    if kind == _capi.BACKEND_CUDA:
+        return (_dlpack.CUDA, device._ordinal)
+    return None
+
+
 class Array(_Handle):
     """``n`` elements of ``typecode`` (the array module's codes: 'f', 'd', 'i', 'q', 'B', ...) in
     device memory from ``pool``. Freed by its finalizer, in any order relative to its stream and
@@ -201,11 +212,9 @@ class Array(_Handle):
     # ---- interop: DLPack and the CUDA array interface (docs/python.md, "Interop") ----------
 
     def _dl_device(self, what):
-        kind = self.device._kind if self.device is not None else None
-        if kind == _capi.BACKEND_HOST:
-            return (_dlpack.CPU, 0)
-        if kind == _capi.BACKEND_CUDA:
-            return (_dlpack.CUDA, self.device._ordinal)
+        dl = _dlpack_device(self.device)
+        if dl is not None:
+            return dl
         raise BufferError(f"{what}: {self!r} is on "
                           f"{self.device._describe() if self.device else 'no device'}: DLPack "
                           "covers the host and CUDA devices")
@@ -315,17 +324,16 @@ class Array(_Handle):
         if kind == _dlpack.CUDA:
             if device is None:
                 device = _import_device(ordinal)
-            wanted = (_capi.BACKEND_CUDA, ordinal, "cuda")
+            wanted, name = (kind, ordinal), "cuda"
         else:
             if device is None:
                 raise _invalid("Array.from_dlpack: host memory: pass device=Device.host(...)")
-            wanted = (_capi.BACKEND_HOST, 0, "host")
+            wanted, name = (_dlpack.CPU, 0), "host"
         _instance(device, Device, "Array.from_dlpack: device")
         with _Using("Array.from_dlpack", device):
-            cuda = device._kind == _capi.BACKEND_CUDA
-            if (device._kind, device._ordinal if cuda else 0) != wanted[:2]:
+            if _dlpack_device(device) != wanted:
                 raise _invalid(f"Array.from_dlpack: {type(obj).__name__} is on "
-                               f"{wanted[2]} device {wanted[1]}, not on {device._describe()}")
+                               f"{name} device {wanted[1]}, not on {device._describe()}")
             stream = _stream_for(stream, device, "Array.from_dlpack")
             with _Using("Array.from_dlpack", stream):
                 capsule = _take_capsule(obj, stream.native if kind == _dlpack.CUDA else None,
